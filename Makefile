@@ -1,0 +1,51 @@
+# reverb_py: the two commands a user needs are `make run` and `make test`.
+#
+#   make test     create .venv, build the Cython modules, run the suite compiled, then pure
+#   make run      start the replay server daemon on localhost with the default table
+#   make build    (re)build the compiled modules in place
+#   make debug    build with bounds checks and line tracing, run the parity tests on it
+#   make protos   regenerate reverb_py/_proto/*_pb2.py from protos/ (grpcio-tools)
+#   make bench    run the benchmarks in benchmarks/ and write their JSON results
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: test run build debug protos bench clean
+
+$(VENV)/.installed: pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "setuptools>=68" wheel "Cython>=3.0"
+	$(PY) -m pip install --quiet --no-build-isolation -e '.[test,dev]'
+	touch $@
+
+build: $(VENV)/.installed
+	$(PY) setup.py --quiet build_ext --inplace
+
+test: build
+	REVERB_PY_REQUIRE_SPEEDUPS=1 $(PY) -m pytest $(PYTEST_ARGS)
+	REVERB_PY_NO_EXTENSIONS=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+debug: $(VENV)/.installed
+	REVERB_PY_DEBUG_BUILD=1 $(PY) setup.py --quiet build_ext --inplace --force
+	REVERB_PY_REQUIRE_SPEEDUPS=1 $(PY) -m pytest tests/parity tests/unit $(PYTEST_ARGS)
+	$(PY) setup.py --quiet build_ext --inplace --force
+
+run: build
+	$(PY) -m reverb_py.server
+
+# The generated modules are committed; this target reproduces them from protos/ with the
+# protoc bundled in grpcio-tools (see protos/README.md).
+protos: $(VENV)/.installed
+	$(PY) -m grpc_tools.protoc -Iprotos --python_out=. --pyi_out=. \
+		$$(cd protos && find reverb_py -name '*.proto' | sed 's|^|protos/|')
+
+bench: build
+	$(PY) -m benchmarks.structures
+	$(PY) -m benchmarks.table
+
+clean:
+	rm -rf build $(VENV) *.egg-info _speedups/*.cpp _speedups/*.html
+	find reverb_py -name '*.so' -delete -o -name '*.pyd' -delete

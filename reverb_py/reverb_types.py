@@ -1,0 +1,67 @@
+"""Types shared across reverb_py's public API (Reverb's ``reverb.reverb_types``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Union
+
+from reverb_py._proto import schema_pb2
+
+__all__ = ["TableInfo", "SpecNest", "SelectorType"]
+
+#: A nest (dicts, lists, tuples, namedtuples) of :class:`reverb_py.TensorSpec`.
+SpecNest = Any
+
+#: What a table accepts as sampler or remover.
+SelectorType = Union["reverb_py.item_selectors.ItemSelector"]  # noqa: F821
+
+
+@dataclasses.dataclass
+class TableInfo:
+    """A snapshot of a table's settings and counters.
+
+    The ``*_options`` / ``*_info`` / ``table_worker_time`` fields are Reverb's protocol
+    messages (callers use ``HasField`` on them); ``signature`` is the decoded nest of
+    :class:`reverb_py.TensorSpec`, or None.
+    """
+
+    name: str
+    sampler_options: schema_pb2.KeyDistributionOptions
+    remover_options: schema_pb2.KeyDistributionOptions
+    max_size: int
+    max_times_sampled: int
+    rate_limiter_info: schema_pb2.RateLimiterInfo
+    signature: SpecNest | None
+    current_size: int
+    num_episodes: int
+    num_deleted_episodes: int
+    num_unique_samples: int
+    table_worker_time: schema_pb2.TableWorkerTime
+
+    @classmethod
+    def from_proto(cls, proto: schema_pb2.TableInfo) -> TableInfo:
+        """Builds the snapshot from a ``TableInfo`` message."""
+        from reverb_py._signature import decode_signature
+
+        signature = decode_signature(proto.signature) if proto.HasField("signature") else None
+        return cls(
+            name=proto.name,
+            sampler_options=proto.sampler_options,
+            remover_options=proto.remover_options,
+            max_size=proto.max_size,
+            max_times_sampled=proto.max_times_sampled,
+            rate_limiter_info=proto.rate_limiter_info,
+            signature=signature,
+            current_size=proto.current_size,
+            num_episodes=proto.num_episodes,
+            num_deleted_episodes=proto.num_deleted_episodes,
+            num_unique_samples=proto.num_unique_samples,
+            table_worker_time=proto.table_worker_time,
+        )
+
+    @classmethod
+    def from_serialized_proto(cls, serialized: bytes) -> TableInfo:
+        """Builds the snapshot from a serialised ``TableInfo`` message."""
+        proto = schema_pb2.TableInfo()
+        proto.ParseFromString(serialized)
+        return cls.from_proto(proto)

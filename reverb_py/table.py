@@ -1,0 +1,770 @@
+"""The table: items, their selectors, the rate limiter, and the waiting callers.
+
+A :class:`Table` holds *items*. An item has a key (a uint64), a priority, a count of the
+times it was sampled, and references to the *chunks* that hold its data (opaque objects
+here; the server keeps the bytes it received). A chunk can be shared by many items, in
+one table or several; it is freed when the last item that references it is removed,
+because each item holds an ordinary reference to it.
+
+Rules (Reverb's, see the docs of :mod:`reverb_py.rate_limiters` for the limiter):
+
+* Inserting an existing key only updates its priority (the rate limiter still has to
+  allow an insert, but nothing is counted).
+* After a new item goes in, if the table holds more than ``max_size`` items the remover
+  picks one to delete; this may be the item just inserted.
+* Sampling increments ``times_sampled``; an item is deleted right after the sample that
+  makes ``times_sampled == max_times_sampled`` (``max_times_sampled <= 0``: never). The
+  sample still reports the table size counting that item.
+* :meth:`Table.mutate` applies the deletes, then the priority updates; unknown keys are
+  ignored.
+
+Waiting: every operation runs on the event loop that owns the table (the server's loop
+thread), so the table needs no locks. An insert or sample the rate limiter refuses waits
+without blocking the loop, in arrival order, until it can proceed, its timeout passes
+(:class:`~reverb_py.errors.DeadlineExceededError`) or it is cancelled (nothing is left
+behind). A sample request for ``n`` items returns as soon as it holds at least one and
+the limiter allows no more (flexible batching, as Reverb).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import random
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from reverb_py import errors, item_selectors, rate_limiters
+from reverb_py._proto import schema_pb2
+from reverb_py.reverb_types import SpecNest, TableInfo
+
+__all__ = ["Item", "SampledItem", "Table", "TableExtensionBase"]
+
+_TIMEOUT_MESSAGE = "Rate Limiter: Timeout exceeded before the right to insert was acquired."
+_CLOSED_MESSAGE = "RateLimiter has been cancelled"
+_MAX_UINT64 = 2**64
+
+
+class Item:
+    """An item of a table.
+
+    Args:
+      key: A uint64 identifying the item within its table.
+      priority: The priority the selectors use.
+      trajectory: What the item's data is (a ``FlatTrajectory`` on the server); opaque
+        to the table.
+      chunks: The chunk objects the item references; the table keeps them alive while
+        the item is in it.
+      episode_ids: The episode id of each referenced chunk (for ``num_episodes``).
+      times_sampled: How many times the item has been sampled (restores set it).
+      inserted_at: Insertion time in nanoseconds since the epoch (0: set on insert).
+    """
+
+    __slots__ = (
+        "key",
+        "priority",
+        "trajectory",
+        "chunks",
+        "episode_ids",
+        "times_sampled",
+        "inserted_at",
+    )
+
+    def __init__(
+        self,
+        key: int,
+        priority: float,
+        trajectory: Any = None,
+        chunks: Sequence[Any] = (),
+        episode_ids: Sequence[int] = (),
+        times_sampled: int = 0,
+        inserted_at: int = 0,
+    ) -> None:
+        self.key = key
+        self.priority = priority
+        self.trajectory = trajectory
+        self.chunks = chunks
+        self.episode_ids = episode_ids
+        self.times_sampled = times_sampled
+        self.inserted_at = inserted_at
+
+    def __repr__(self) -> str:
+        return (
+            f"Item(key={self.key}, priority={self.priority!r}, "
+            f"times_sampled={self.times_sampled}, chunks={len(self.chunks)})"
+        )
+
+
+class SampledItem:
+    """One sample handed out by a table.
+
+    Attributes:
+      item: The sampled :class:`Item` (possibly already deleted from the table).
+      probability: The probability with which the sampler picked it.
+      table_size: The table size at the time, counting the item even when this sample
+        deleted it.
+      priority: The item's priority at the time.
+      times_sampled: The item's sample count, this sample included.
+      rate_limited: Whether the request had to wait for the rate limiter.
+    """
+
+    __slots__ = ("item", "probability", "table_size", "priority", "times_sampled", "rate_limited")
+
+    def __init__(
+        self,
+        item: Item,
+        probability: float,
+        table_size: int,
+        priority: float,
+        times_sampled: int,
+        rate_limited: bool,
+    ) -> None:
+        self.item = item
+        self.probability = probability
+        self.table_size = table_size
+        self.priority = priority
+        self.times_sampled = times_sampled
+        self.rate_limited = rate_limited
+
+    @property
+    def key(self) -> int:
+        return int(self.item.key)
+
+    def __repr__(self) -> str:
+        return (
+            f"SampledItem(key={self.item.key}, probability={self.probability!r}, "
+            f"table_size={self.table_size}, priority={self.priority!r}, "
+            f"times_sampled={self.times_sampled}, rate_limited={self.rate_limited})"
+        )
+
+
+class TableExtensionBase:
+    """Base class of table extensions (kept for source compatibility with Reverb).
+
+    Extensions are stored with the table and copied by :meth:`Table.replace`.
+    """
+
+    def build_internal_extensions(self, table_name: str) -> Sequence[Any]:
+        """Returns the engine-side hooks of this extension for ``table_name``."""
+        raise NotImplementedError
+
+
+class _Waiter:
+    __slots__ = ("future", "item", "num_samples", "timer", "records", "rate_limited")
+
+    def __init__(self, future: asyncio.Future[Any], item: Item | None, num_samples: int) -> None:
+        self.future = future
+        self.item = item
+        self.num_samples = num_samples
+        self.timer: asyncio.TimerHandle | None = None
+        self.records: list[SampledItem] = []
+        self.rate_limited = True
+
+
+class Table:
+    """A table of items with a sampler, a remover and a rate limiter.
+
+    Args:
+      name: The table's name; must not be empty.
+      sampler: The selector that picks sampled items.
+      remover: The selector that picks the item to evict when the table is full.
+      max_size: The most items the table holds; must be positive.
+      rate_limiter: When inserts and samples may proceed. The object belongs to this
+        table from now on.
+      max_times_sampled: Delete an item after this many samples; ``<= 0``: never.
+      extensions: Table extensions (see :class:`TableExtensionBase`).
+      signature: An optional nest of :class:`reverb_py.TensorSpec` describing the
+        items' data. Stored and reported, never enforced on the server (clients check).
+
+    Raises:
+      ValueError: empty name, non-positive ``max_size``, a signature leaf that is not a
+        spec, or a rate limiter already used by another table.
+
+    The object handed to a :class:`reverb_py.Server` is the live table: ``info``,
+    ``can_sample`` and ``can_insert`` report what the server holds.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        sampler: item_selectors.ItemSelector,
+        remover: item_selectors.ItemSelector,
+        max_size: int,
+        rate_limiter: rate_limiters.RateLimiter,
+        max_times_sampled: int = 0,
+        extensions: Sequence[TableExtensionBase] = (),
+        signature: SpecNest | None = None,
+        *,
+        seed: int | None = None,
+    ) -> None:
+        if not name:
+            raise ValueError("name must be nonempty")
+        if max_size <= 0:
+            raise ValueError(f"max_size ({max_size}) must be a positive integer")
+        if not isinstance(sampler, item_selectors.ItemSelector):
+            raise TypeError(f"sampler must be an item selector, got {sampler!r}")
+        if not isinstance(remover, item_selectors.ItemSelector):
+            raise TypeError(f"remover must be an item selector, got {remover!r}")
+        if not isinstance(rate_limiter, rate_limiters.RateLimiter):
+            raise TypeError(f"rate_limiter must be a RateLimiter, got {rate_limiter!r}")
+        self._name = str(name)
+        self._max_size = int(max_size)
+        self._max_times_sampled = int(max_times_sampled)
+        self._extensions = tuple(extensions)
+        self._signature: SpecNest | None = None
+        self._signature_proto: Any = None
+        if signature:
+            from reverb_py._signature import decode_signature, encode_signature
+
+            self._signature_proto = encode_signature(signature)
+            self._signature = decode_signature(self._signature_proto)
+        rate_limiter._bind(self)
+        self._rate_limiter_config = rate_limiter
+        self._limiter = rate_limiter.new_state()
+        self._sampler_config = sampler
+        self._remover_config = remover
+        self._sampler = sampler.new_structure()
+        self._remover = remover.new_structure()
+        # NOTE(strict-first): a new priority goes to the selector that refuses more values
+        # first; if it refuses, the other one never saw it and the table is unchanged.
+        if remover._STRICTNESS > sampler._STRICTNESS:
+            self._strict, self._lax = self._remover, self._sampler
+        else:
+            self._strict, self._lax = self._sampler, self._remover
+        self._items: dict[int, Item] = {}
+        self._episodes: collections.Counter[int] = collections.Counter()
+        self._num_deleted_episodes = 0
+        self._num_unique_samples = 0
+        self._random = random.Random(seed).random
+        self._insert_waiters: collections.deque[_Waiter] = collections.deque()
+        self._sample_waiters: collections.deque[_Waiter] = collections.deque()
+        self._closed = False
+        # Time accounting for TableWorkerTime (nanoseconds).
+        self._inserting_ns = 0
+        self._sampling_ns = 0
+        self._inserts_blocked_since = 0
+        self._samples_blocked_since = 0
+        self._inserts_blocked_ns = 0
+        self._samples_blocked_ns = 0
+
+    # ------------------------------------------------------------------ constructors
+
+    @classmethod
+    def queue(
+        cls,
+        name: str,
+        max_size: int,
+        extensions: Sequence[TableExtensionBase] = (),
+        signature: SpecNest | None = None,
+    ) -> Table:
+        """A FIFO queue: Fifo sampler and remover, each item sampled once.
+
+        Inserts wait while it holds ``max_size`` items; samples wait while it is empty.
+        """
+        return cls(
+            name=name,
+            sampler=item_selectors.Fifo(),
+            remover=item_selectors.Fifo(),
+            max_size=max_size,
+            max_times_sampled=1,
+            rate_limiter=rate_limiters.Queue(max_size),
+            extensions=extensions,
+            signature=signature,
+        )
+
+    @classmethod
+    def stack(
+        cls,
+        name: str,
+        max_size: int,
+        extensions: Sequence[TableExtensionBase] = (),
+        signature: SpecNest | None = None,
+    ) -> Table:
+        """A LIFO stack: Lifo sampler and remover, each item sampled once."""
+        return cls(
+            name=name,
+            sampler=item_selectors.Lifo(),
+            remover=item_selectors.Lifo(),
+            max_size=max_size,
+            max_times_sampled=1,
+            rate_limiter=rate_limiters.Stack(max_size),
+            extensions=extensions,
+            signature=signature,
+        )
+
+    def replace(
+        self,
+        name: str | None = None,
+        sampler: item_selectors.ItemSelector | None = None,
+        remover: item_selectors.ItemSelector | None = None,
+        max_size: int | None = None,
+        rate_limiter: rate_limiters.RateLimiter | None = None,
+        max_times_sampled: int | None = None,
+        extensions: Sequence[TableExtensionBase] | None = None,
+        signature: SpecNest | None = None,
+    ) -> Table:
+        """Returns a new, empty table with this one's settings, except those given.
+
+        The rate limiter is rebuilt from this table's settings (counters start at 0).
+        """
+        return Table(
+            name=name if name is not None else self._name,
+            sampler=sampler or item_selectors.selector_from_options(self._sampler_config.options()),
+            remover=remover or item_selectors.selector_from_options(self._remover_config.options()),
+            max_size=max_size if max_size is not None else self._max_size,
+            rate_limiter=rate_limiter
+            or rate_limiters.RateLimiter(
+                self._limiter.samples_per_insert,
+                self._limiter.min_size_to_sample,
+                self._limiter.min_diff,
+                self._limiter.max_diff,
+            ),
+            max_times_sampled=(
+                max_times_sampled if max_times_sampled is not None else self._max_times_sampled
+            ),
+            extensions=extensions if extensions is not None else self._extensions,
+            signature=signature if signature is not None else self._signature,
+        )
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def name(self) -> str:
+        """The table's name."""
+        return self._name
+
+    @property
+    def max_size(self) -> int:
+        return self._max_size
+
+    @property
+    def max_times_sampled(self) -> int:
+        return self._max_times_sampled
+
+    @property
+    def signature(self) -> SpecNest | None:
+        """The declared signature (a nest of TensorSpecs), or None."""
+        return self._signature
+
+    @property
+    def extensions(self) -> tuple[TableExtensionBase, ...]:
+        return self._extensions
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def get(self, key: int) -> Item | None:
+        """The item with this key, or None."""
+        return self._items.get(key)
+
+    def items(self) -> list[Item]:
+        """Every item, oldest insertion first."""
+        return sorted(self._items.values(), key=lambda item: item.inserted_at)
+
+    @property
+    def num_pending_inserts(self) -> int:
+        """How many inserts are waiting for the rate limiter (for back-pressure)."""
+        return len(self._insert_waiters)
+
+    @property
+    def num_pending_samples(self) -> int:
+        """How many sample requests are waiting for the rate limiter."""
+        return len(self._sample_waiters)
+
+    @property
+    def max_enqueued_inserts(self) -> int:
+        """Reverb's bound on queued inserts: ``max(1, min(max_size // 10, 1000))``."""
+        return max(1, min(int(self._max_size * 0.1), 1000))
+
+    def can_sample(self, num_samples: int) -> bool:
+        """Whether the rate limiter would allow ``num_samples`` samples now.
+
+        Like Reverb, only the limiter is consulted (not ``max_times_sampled``).
+        """
+        return bool(self._limiter.can_sample(num_samples))
+
+    def can_insert(self, num_inserts: int) -> bool:
+        """Whether the rate limiter would allow ``num_inserts`` inserts now."""
+        return bool(self._limiter.can_insert(num_inserts))
+
+    # ------------------------------------------------------------------ info
+
+    def info_proto(self) -> schema_pb2.TableInfo:
+        """The table's settings and counters as Reverb's ``TableInfo`` message."""
+        limiter = self._limiter
+        info = schema_pb2.TableInfo(
+            name=self._name,
+            sampler_options=self._sampler_config.options(),
+            remover_options=self._remover_config.options(),
+            max_size=self._max_size,
+            max_times_sampled=self._max_times_sampled,
+            current_size=len(self._items),
+            num_episodes=len(self._episodes),
+            num_deleted_episodes=self._num_deleted_episodes,
+            num_unique_samples=self._num_unique_samples,
+        )
+        rl = info.rate_limiter_info
+        rl.samples_per_insert = limiter.samples_per_insert
+        rl.min_diff = limiter.min_diff
+        rl.max_diff = limiter.max_diff
+        rl.min_size_to_sample = limiter.min_size_to_sample
+        rl.insert_stats.completed = limiter.inserts
+        rl.sample_stats.completed = limiter.samples
+        if self._signature_proto is not None:
+            info.signature.CopyFrom(self._signature_proto)
+        now = time.perf_counter_ns()
+        inserts_blocked = self._inserts_blocked_ns
+        if self._inserts_blocked_since:
+            inserts_blocked += now - self._inserts_blocked_since
+        samples_blocked = self._samples_blocked_ns
+        if self._samples_blocked_since:
+            samples_blocked += now - self._samples_blocked_since
+        worker = info.table_worker_time
+        worker.inserting_ms = self._inserting_ns // 1_000_000
+        worker.sampling_ms = self._sampling_ns // 1_000_000
+        worker.running_ms = (self._inserting_ns + self._sampling_ns) // 1_000_000
+        worker.waiting_for_sampling_ms = inserts_blocked // 1_000_000
+        worker.waiting_for_inserts_ms = samples_blocked // 1_000_000
+        return info
+
+    @property
+    def info(self) -> TableInfo:
+        """A snapshot of the settings and counters (:class:`reverb_py.reverb_types.TableInfo`)."""
+        return TableInfo.from_proto(self.info_proto())
+
+    def rate_limiter_counters(self) -> tuple[int, int, int]:
+        """The limiter's ``(inserts, samples, deletes)`` counters."""
+        return (self._limiter.inserts, self._limiter.samples, self._limiter.deletes)
+
+    def __repr__(self) -> str:
+        return (
+            f"Table(sampler={self._sampler_config!r}, remover={self._remover_config!r}, "
+            f"max_size={self._max_size}, max_times_sampled={self._max_times_sampled}, "
+            f"name={self._name!r}, rate_limiter={self._rate_limiter_config!r}, "
+            f"signature={self._signature!r})"
+        )
+
+    # ------------------------------------------------------------------ insert
+
+    async def insert(self, item: Item, *, timeout: float | None = None) -> None:
+        """Inserts ``item``, or updates the priority if its key is already present.
+
+        Waits (in arrival order) until the rate limiter allows an insert.
+
+        Args:
+          item: The item. Its priority is converted to float and checked first.
+          timeout: Seconds to wait for the rate limiter; None waits forever, 0 or less
+            fails at once if the insert cannot proceed now.
+
+        Raises:
+          InvalidArgumentError: a bad key or a priority a selector refuses (nothing
+            changes).
+          DeadlineExceededError: the timeout passed first.
+          CancelledOperationError: the table was closed.
+        """
+        self._check_item(item)
+        if self._closed:
+            raise errors.CancelledOperationError(_CLOSED_MESSAGE)
+        if not self._insert_waiters and self._limiter.can_insert(1):
+            self._insert_now(item)
+            if self._sample_waiters:
+                self._pump()
+            return
+        await self._wait(_Waiter(asyncio.get_running_loop().create_future(), item, 0), timeout)
+
+    def _check_item(self, item: Item) -> None:
+        key = item.key
+        if type(key) is not int:  # noqa: E721 - exact type: bool and numpy ints need int().
+            if isinstance(key, bool) or not hasattr(key, "__index__"):
+                raise errors.InvalidArgumentError(f"Item key must be an integer, got {key!r}.")
+            item.key = key = int(key)
+        if not 0 <= key < _MAX_UINT64:
+            raise errors.InvalidArgumentError(
+                f"Key must be an integer in [0, 2**64), got {key!r}."
+            )
+        item.priority = float(item.priority)
+
+    def _insert_now(self, item: Item) -> None:
+        started = time.perf_counter_ns()
+        key = item.key
+        existing = self._items.get(key)
+        if existing is not None:
+            self._strict.update(key, item.priority)
+            self._lax.update(key, item.priority)
+            existing.priority = item.priority
+        else:
+            self._strict.insert(key, item.priority)
+            self._lax.insert(key, item.priority)
+            if not item.inserted_at:
+                item.inserted_at = time.time_ns()
+            self._items[key] = item
+            episodes = self._episodes
+            for episode_id in item.episode_ids:
+                episodes[episode_id] += 1
+            if len(self._items) > self._max_size:
+                victim, _ = self._remover.sample(self._random())
+                self._delete(victim)
+            self._limiter.on_insert()
+        self._inserting_ns += time.perf_counter_ns() - started
+
+    def _delete(self, key: int) -> Item | None:
+        item = self._items.pop(key, None)
+        if item is None:
+            return None
+        self._sampler.delete(key)
+        self._remover.delete(key)
+        self._limiter.on_delete(1)
+        if item.episode_ids:
+            episodes = self._episodes
+            for episode_id in item.episode_ids:
+                count = episodes[episode_id] - 1
+                if count:
+                    episodes[episode_id] = count
+                else:
+                    del episodes[episode_id]
+                    self._num_deleted_episodes += 1
+        return item
+
+    # ------------------------------------------------------------------ sample
+
+    async def sample(
+        self, num_samples: int = 1, *, timeout: float | None = None
+    ) -> list[SampledItem]:
+        """Samples up to ``num_samples`` items.
+
+        Waits (in arrival order) until the rate limiter allows at least one sample, then
+        returns as many as it allows right away, at most ``num_samples`` (flexible
+        batching).
+
+        Args:
+          num_samples: The most samples wanted; must be >= 1.
+          timeout: Seconds to wait for the first sample; None waits forever, 0 or less
+            fails at once if no sample can be taken now.
+
+        Returns:
+          Between 1 and ``num_samples`` samples.
+
+        Raises:
+          InvalidArgumentError: ``num_samples < 1``.
+          DeadlineExceededError: the timeout passed before any sample was allowed.
+          CancelledOperationError: the table was closed.
+        """
+        if num_samples < 1:
+            raise errors.InvalidArgumentError(
+                f"num_samples must be a positive integer, got {num_samples}."
+            )
+        if self._closed:
+            raise errors.CancelledOperationError(_CLOSED_MESSAGE)
+        loop = asyncio.get_running_loop()
+        if not self._sample_waiters:
+            records: list[SampledItem] = []
+            self._take_samples(records, num_samples, False)
+            if len(records) == num_samples or (records and not self._insert_waiters):
+                if self._insert_waiters:
+                    self._pump()
+                return records
+            if records:
+                # Waiting inserts may make room for more samples: let them take turns
+                # with this request, as Reverb's worker does, before settling for less.
+                waiter = _Waiter(loop.create_future(), None, num_samples)
+                waiter.records = records
+                waiter.rate_limited = False
+                self._sample_waiters.append(waiter)
+                self._pump()
+                result: list[SampledItem] = waiter.future.result()
+                return result
+        waiter = _Waiter(loop.create_future(), None, num_samples)
+        records = await self._wait(waiter, timeout)
+        return records
+
+    def _take_samples(self, records: list[SampledItem], num_samples: int, rate_limited: bool) -> None:
+        started = time.perf_counter_ns()
+        limiter = self._limiter
+        items = self._items
+        sampler = self._sampler
+        rand = self._random
+        max_times = self._max_times_sampled
+        while len(records) < num_samples and items and limiter.try_sample():
+            key, probability = sampler.sample(rand())
+            item = items[key]
+            times = item.times_sampled
+            if times == 0:
+                self._num_unique_samples += 1
+            times += 1
+            item.times_sampled = times
+            records.append(
+                SampledItem(item, probability, len(items), item.priority, times, rate_limited)
+            )
+            if times == max_times:
+                self._delete(key)
+        self._sampling_ns += time.perf_counter_ns() - started
+
+    # ------------------------------------------------------------------ waiting
+
+    async def _wait(self, waiter: _Waiter, timeout: float | None) -> Any:
+        queue = self._insert_waiters if waiter.item is not None else self._sample_waiters
+        if timeout is not None and timeout <= 0:
+            raise errors.DeadlineExceededError(_TIMEOUT_MESSAGE)
+        if not queue:
+            if waiter.item is not None:
+                self._inserts_blocked_since = time.perf_counter_ns()
+            else:
+                self._samples_blocked_since = time.perf_counter_ns()
+        queue.append(waiter)
+        if timeout is not None:
+            waiter.timer = asyncio.get_running_loop().call_later(timeout, self._expire, waiter)
+        try:
+            return await waiter.future
+        finally:
+            if waiter.timer is not None:
+                waiter.timer.cancel()
+            if not waiter.future.done() or waiter.future.cancelled():
+                self._forget(waiter)
+
+    def _forget(self, waiter: _Waiter) -> None:
+        queue = self._insert_waiters if waiter.item is not None else self._sample_waiters
+        try:
+            queue.remove(waiter)
+        except ValueError:
+            return
+        self._note_unblocked(queue)
+
+    def _note_unblocked(self, queue: collections.deque[_Waiter]) -> None:
+        if queue:
+            return
+        now = time.perf_counter_ns()
+        if queue is self._insert_waiters:
+            if self._inserts_blocked_since:
+                self._inserts_blocked_ns += now - self._inserts_blocked_since
+                self._inserts_blocked_since = 0
+        elif self._samples_blocked_since:
+            self._samples_blocked_ns += now - self._samples_blocked_since
+            self._samples_blocked_since = 0
+
+    def _expire(self, waiter: _Waiter) -> None:
+        if waiter.future.done():
+            return
+        self._forget(waiter)
+        waiter.future.set_exception(errors.DeadlineExceededError(_TIMEOUT_MESSAGE))
+
+    def _pump(self) -> None:
+        """Lets waiting inserts and samples proceed, in arrival order, while they can.
+
+        Mirrors Reverb's table worker: one insert per round, then as many samples for
+        the oldest sample request as the limiter allows; rounds repeat while anything
+        progressed. A sample request left holding some samples completes with them.
+        """
+        inserts = self._insert_waiters
+        samples = self._sample_waiters
+        limiter = self._limiter
+        while True:
+            progressed = False
+            while inserts and inserts[0].future.done():
+                inserts.popleft()
+                self._note_unblocked(inserts)
+            if inserts and limiter.can_insert(1):
+                waiter = inserts.popleft()
+                self._note_unblocked(inserts)
+                try:
+                    self._insert_now(waiter.item)  # type: ignore[arg-type]
+                except errors.ReverbError as error:
+                    waiter.future.set_exception(error)
+                else:
+                    waiter.future.set_result(None)
+                progressed = True
+            while samples and samples[0].future.done():
+                samples.popleft()
+                self._note_unblocked(samples)
+            if samples:
+                waiter = samples[0]
+                before = len(waiter.records)
+                self._take_samples(waiter.records, waiter.num_samples, waiter.rate_limited)
+                if len(waiter.records) > before:
+                    progressed = True
+                if len(waiter.records) >= waiter.num_samples:
+                    samples.popleft()
+                    self._note_unblocked(samples)
+                    waiter.future.set_result(waiter.records)
+            if not progressed:
+                break
+        if samples and samples[0].records:
+            waiter = samples.popleft()
+            self._note_unblocked(samples)
+            waiter.future.set_result(waiter.records)
+
+    # ------------------------------------------------------------------ mutate / reset
+
+    def mutate(
+        self,
+        updates: Mapping[int, float] | Iterable[tuple[int, float]] | None = None,
+        deletes: Iterable[int] | None = None,
+    ) -> None:
+        """Deletes items, then updates priorities; unknown keys are ignored.
+
+        Args:
+          updates: New priorities, as a mapping or ``(key, priority)`` pairs.
+          deletes: Keys to delete.
+
+        Raises:
+          InvalidArgumentError: a priority a selector refuses. Unlike Reverb, nothing is
+            applied then (neither the deletes nor any update).
+        """
+        items = self._items
+        delete_keys = set(deletes) if deletes else set()
+        keys: list[int] = []
+        priorities: list[float] = []
+        if updates:
+            pairs = updates.items() if isinstance(updates, Mapping) else updates
+            for key, priority in pairs:
+                if key in items and key not in delete_keys:
+                    keys.append(key)
+                    priorities.append(float(priority))
+        if keys:
+            self._strict.update_many(keys, priorities)
+            self._lax.update_many(keys, priorities)
+            for key, priority in zip(keys, priorities):
+                items[key].priority = priority
+        deleted = False
+        for key in delete_keys:
+            if self._delete(key) is not None:
+                deleted = True
+        if deleted and (self._insert_waiters or self._sample_waiters):
+            self._pump()
+
+    def reset(self) -> None:
+        """Removes every item and sets the rate limiter's counters and the stats to 0.
+
+        Waiting inserts may proceed afterwards.
+        """
+        self._items.clear()
+        self._sampler.clear()
+        self._remover.clear()
+        self._limiter.reset()
+        self._episodes.clear()
+        self._num_deleted_episodes = 0
+        self._num_unique_samples = 0
+        if self._insert_waiters or self._sample_waiters:
+            self._pump()
+
+    def close(self) -> None:
+        """Closes the table: waiting and later inserts and samples fail.
+
+        They raise :class:`~reverb_py.errors.CancelledOperationError`. Items stay.
+        Idempotent.
+        """
+        self._closed = True
+        for queue in (self._insert_waiters, self._sample_waiters):
+            while queue:
+                waiter = queue.popleft()
+                if not waiter.future.done():
+                    waiter.future.set_exception(errors.CancelledOperationError(_CLOSED_MESSAGE))
+            self._note_unblocked(queue)

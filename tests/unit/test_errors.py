@@ -1,0 +1,42 @@
+"""The error tree: every error is a ReverbError and the builtin Reverb raised."""
+
+from __future__ import annotations
+
+import pytest
+
+import reverb_py
+from reverb_py import errors
+
+BUILTINS = {
+    errors.DeadlineExceededError: (TimeoutError, RuntimeError),
+    errors.InvalidArgumentError: (ValueError,),
+    errors.NotFoundError: (LookupError, RuntimeError),
+    errors.UnavailableError: (ConnectionError, RuntimeError),
+    errors.CancelledOperationError: (RuntimeError,),
+    errors.ResourceExhaustedError: (IndexError,),
+    errors.FailedPreconditionError: (RuntimeError,),
+    errors.UsageError: (RuntimeError,),
+    errors.InternalError: (RuntimeError,),
+}
+
+
+@pytest.mark.parametrize("cls", list(BUILTINS), ids=lambda c: c.__name__)
+def test_each_error_is_a_reverb_error_and_its_builtins(cls) -> None:
+    error = cls("message")
+    assert isinstance(error, errors.ReverbError)
+    for builtin in BUILTINS[cls]:
+        assert isinstance(error, builtin)
+    assert str(error) == "message"
+
+
+def test_not_found_is_not_a_key_error() -> None:
+    assert not issubclass(errors.NotFoundError, KeyError)
+    assert str(errors.NotFoundError("Priority table x was not found")) == (
+        "Priority table x was not found"
+    )
+
+
+def test_top_level_names() -> None:
+    assert reverb_py.ReverbError is errors.ReverbError
+    assert reverb_py.DeadlineExceededError is errors.DeadlineExceededError
+    assert set(errors.__all__) == {c.__name__ for c in BUILTINS} | {"ReverbError"}
