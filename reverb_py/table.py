@@ -481,6 +481,40 @@ class Table:
             return
         await self._wait(_Waiter(asyncio.get_running_loop().create_future(), item, 0), timeout)
 
+    def insert_or_enqueue(self, item: Item) -> asyncio.Future[None] | None:
+        """Inserts ``item`` now if the rate limiter allows, else queues it.
+
+        For callers that keep reading while inserts wait (the server's insert stream).
+        Queued inserts keep arrival order with those of :meth:`insert`.
+
+        Returns:
+          None when the item went in now; otherwise a future that completes when it
+          does (or fails, e.g. with a refused priority). Cancelling the future removes
+          the item from the queue.
+
+        Raises:
+          InvalidArgumentError: a bad key or a refused priority (when inserted now).
+          CancelledOperationError: the table was closed.
+        """
+        self._check_item(item)
+        if self._closed:
+            raise errors.CancelledOperationError(_CLOSED_MESSAGE)
+        if not self._insert_waiters and self._limiter.can_insert(1):
+            self._insert_now(item)
+            if self._sample_waiters:
+                self._pump()
+            return None
+        waiter = _Waiter(asyncio.get_running_loop().create_future(), item, 0)
+        if not self._insert_waiters:
+            self._inserts_blocked_since = time.perf_counter_ns()
+        self._insert_waiters.append(waiter)
+        waiter.future.add_done_callback(lambda future: self._forget_cancelled(waiter))
+        return waiter.future
+
+    def _forget_cancelled(self, waiter: _Waiter) -> None:
+        if waiter.future.cancelled():
+            self._forget(waiter)
+
     def _check_item(self, item: Item) -> None:
         key = item.key
         if type(key) is not int:  # noqa: E721 - exact type: bool and numpy ints need int().

@@ -1,0 +1,252 @@
+"""``python -m reverb_py.server``: the replay server as a daemon.
+
+With no config it serves one table ``my_table`` (Uniform sampler, Fifo remover,
+``MinSize(1)``, ``max_size`` 1,000,000) on ``localhost:8000``. A TOML config file sets
+the address and the tables::
+
+    host = "localhost"      # "0.0.0.0" or "[::]" to accept other machines
+    port = 8000
+
+    [[tables]]
+    name = "replay"
+    sampler = {kind = "prioritized", priority_exponent = 0.8}
+    remover = {kind = "fifo"}
+    max_size = 1_000_000
+    max_times_sampled = 0
+    rate_limiter = {kind = "sample_to_insert_ratio", samples_per_insert = 4.0,
+                    min_size_to_sample = 1000, error_buffer = 400.0}
+
+Selector kinds: ``uniform``, ``prioritized`` (``priority_exponent``), ``fifo``, ``lifo``,
+``min_heap``, ``max_heap``. Rate-limiter kinds: ``min_size`` (``min_size_to_sample``),
+``sample_to_insert_ratio`` (``samples_per_insert``, ``min_size_to_sample``,
+``error_buffer`` as a number or ``[min_diff, max_diff]``), ``queue`` / ``stack``
+(``size``), ``custom`` (``samples_per_insert``, ``min_size_to_sample``, ``min_diff``,
+``max_diff``). A bad config is refused with a message naming the field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reverb_py import _impl, rate_limiters, selectors
+from reverb_py.server import Server
+from reverb_py.table import Table
+
+__all__ = ["ConfigError", "load_config", "tables_from_config", "main"]
+
+_logger = logging.getLogger("reverb_py")
+
+DEFAULT_HOST = "localhost"
+DEFAULT_PORT = 8000
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; the message names the bad field."""
+
+
+def _field(mapping: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...],
+           default: Any = ...) -> Any:
+    if key not in mapping:
+        if default is ...:
+            raise ConfigError(f"{where}.{key}: missing")
+        return default
+    value = mapping[key]
+    if isinstance(value, bool) and kind is not bool:
+        raise ConfigError(f"{where}.{key}: expected {_kind_name(kind)}, got {value!r}")
+    if not isinstance(value, kind):
+        raise ConfigError(f"{where}.{key}: expected {_kind_name(kind)}, got {value!r}")
+    return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {int: "an integer", float: "a number", str: "a string", dict: "a table",
+             list: "a list", bool: "true or false"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def _check_keys(mapping: Mapping[str, Any], allowed: Sequence[str], where: str) -> None:
+    unknown = sorted(set(mapping) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown field (allowed: {', '.join(allowed)})")
+
+
+def _selector(config: Any, where: str) -> selectors.ItemSelector:
+    if not isinstance(config, dict):
+        raise ConfigError(f"{where}: expected a table like {{kind = \"uniform\"}}")
+    kind = _field(config, "kind", where, str)
+    if kind == "prioritized":
+        _check_keys(config, ["kind", "priority_exponent"], where)
+        exponent = _field(config, "priority_exponent", where, (int, float))
+        return selectors.Prioritized(float(exponent))
+    simple = {"uniform": selectors.Uniform, "fifo": selectors.Fifo, "lifo": selectors.Lifo,
+              "min_heap": selectors.MinHeap, "max_heap": selectors.MaxHeap}
+    if kind not in simple:
+        raise ConfigError(
+            f"{where}.kind: unknown selector {kind!r} (one of: prioritized, "
+            f"{', '.join(simple)})"
+        )
+    _check_keys(config, ["kind"], where)
+    return simple[kind]()
+
+
+def _rate_limiter(config: Any, where: str) -> rate_limiters.RateLimiter:
+    if not isinstance(config, dict):
+        raise ConfigError(f"{where}: expected a table like {{kind = \"min_size\"}}")
+    kind = _field(config, "kind", where, str)
+    number = (int, float)
+    try:
+        if kind == "min_size":
+            _check_keys(config, ["kind", "min_size_to_sample"], where)
+            return rate_limiters.MinSize(_field(config, "min_size_to_sample", where, int))
+        if kind == "sample_to_insert_ratio":
+            _check_keys(config, ["kind", "samples_per_insert", "min_size_to_sample",
+                                 "error_buffer"], where)
+            buffer = _field(config, "error_buffer", where, (int, float, list))
+            if isinstance(buffer, list):
+                if len(buffer) != 2 or not all(isinstance(b, number) for b in buffer):
+                    raise ConfigError(f"{where}.error_buffer: expected a number or "
+                                      "[min_diff, max_diff]")
+                buffer = (float(buffer[0]), float(buffer[1]))
+            return rate_limiters.SampleToInsertRatio(
+                float(_field(config, "samples_per_insert", where, number)),
+                _field(config, "min_size_to_sample", where, int),
+                buffer,
+            )
+        if kind in ("queue", "stack"):
+            _check_keys(config, ["kind", "size"], where)
+            size = _field(config, "size", where, int)
+            return rate_limiters.Queue(size) if kind == "queue" else rate_limiters.Stack(size)
+        if kind == "custom":
+            _check_keys(config, ["kind", "samples_per_insert", "min_size_to_sample",
+                                 "min_diff", "max_diff"], where)
+            return rate_limiters.RateLimiter(
+                float(_field(config, "samples_per_insert", where, number)),
+                _field(config, "min_size_to_sample", where, int),
+                float(_field(config, "min_diff", where, number)),
+                float(_field(config, "max_diff", where, number)),
+            )
+    except ConfigError:
+        raise
+    except ValueError as error:
+        raise ConfigError(f"{where}: {error}") from None
+    raise ConfigError(
+        f"{where}.kind: unknown rate limiter {kind!r} (one of: min_size, "
+        "sample_to_insert_ratio, queue, stack, custom)"
+    )
+
+
+def default_tables() -> list[Table]:
+    """The table served when no config is given."""
+    return [
+        Table(
+            name="my_table",
+            sampler=selectors.Uniform(),
+            remover=selectors.Fifo(),
+            max_size=1_000_000,
+            rate_limiter=rate_limiters.MinSize(1),
+        )
+    ]
+
+
+def tables_from_config(config: Mapping[str, Any]) -> list[Table]:
+    """Builds the tables of a parsed config (see the module docstring)."""
+    entries = _field(config, "tables", "config", list, None)
+    if entries is None:
+        return default_tables()
+    if not entries:
+        raise ConfigError("config.tables: at least one table is needed")
+    tables = []
+    names: set[str] = set()
+    for index, entry in enumerate(entries):
+        where = f"tables[{index}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: expected a table")
+        _check_keys(entry, ["name", "sampler", "remover", "max_size", "max_times_sampled",
+                            "rate_limiter"], where)
+        name = _field(entry, "name", where, str)
+        if not name:
+            raise ConfigError(f"{where}.name: must not be empty")
+        if name in names:
+            raise ConfigError(f"{where}.name: duplicate table name {name!r}")
+        names.add(name)
+        max_size = _field(entry, "max_size", where, int)
+        if max_size <= 0:
+            raise ConfigError(f"{where}.max_size: must be a positive integer, got {max_size}")
+        tables.append(
+            Table(
+                name=name,
+                sampler=_selector(_field(entry, "sampler", where, dict), f"{where}.sampler"),
+                remover=_selector(_field(entry, "remover", where, dict), f"{where}.remover"),
+                max_size=max_size,
+                rate_limiter=_rate_limiter(
+                    _field(entry, "rate_limiter", where, dict), f"{where}.rate_limiter"
+                ),
+                max_times_sampled=_field(entry, "max_times_sampled", where, int, 0),
+            )
+        )
+    return tables
+
+
+def load_config(path: str) -> dict[str, Any]:
+    """Reads a TOML config file."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as file:
+            config: dict[str, Any] = tomllib.load(file)
+    except OSError as error:
+        raise ConfigError(f"cannot read config {path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config {path} is not valid TOML: {error}") from None
+    _check_keys(config, ["host", "port", "tables"], "config")
+    return config
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the daemon until SIGINT or SIGTERM; returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m reverb_py.server", description="reverb_py replay server"
+    )
+    parser.add_argument("--config", help="TOML config file (see the module docs)")
+    parser.add_argument("--host", help=f"interface to bind (default {DEFAULT_HOST})")
+    parser.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT})")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        config = load_config(args.config) if args.config else {}
+        host = args.host or _field(config, "host", "config", str, DEFAULT_HOST)
+        port = args.port if args.port is not None else _field(
+            config, "port", "config", int, DEFAULT_PORT)
+        tables = tables_from_config(config)
+    except ConfigError as error:
+        print(f"reverb_py.server: bad config: {error}", file=sys.stderr)
+        return 2
+    try:
+        server = Server(tables, port=port, host=host)
+    except ValueError as error:
+        print(f"reverb_py.server: {error}", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: Any) -> None:
+        _logger.info("received %s, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    _logger.info("serving on %s (implementation: %s)", server.address, _impl.IMPLEMENTATION)
+    for table in tables:
+        _logger.info("table %r", table)
+    stop.wait()
+    server.stop(grace=1.0)
+    _logger.info("stopped")
+    return 0

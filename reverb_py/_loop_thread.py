@@ -1,0 +1,77 @@
+"""An asyncio event loop running in a background thread (uvloop when installed)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+__all__ = ["LoopThread", "new_event_loop"]
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A new event loop: uvloop's when it is installed, else asyncio's default."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+class LoopThread:
+    """Owns an event loop and the daemon thread that runs it.
+
+    ``run(coro)`` submits a coroutine from any other thread and blocks for its result;
+    ``submit(coro)`` returns a ``concurrent.futures.Future``. ``stop()`` stops the loop,
+    joins the thread and closes the loop; it is idempotent.
+    """
+
+    def __init__(self, name: str = "reverb_py-loop") -> None:
+        self._loop = new_event_loop()
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+        self._started.wait()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.call_soon(self._started.set)
+        try:
+            self._loop.run_forever()
+        finally:
+            try:
+                pending = asyncio.all_tasks(self._loop)
+                for task in pending:
+                    task.cancel()
+                if pending:
+                    self._loop.run_until_complete(
+                        asyncio.gather(*pending, return_exceptions=True)
+                    )
+                self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            finally:
+                self._loop.close()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedules ``coro`` on the loop; returns a future for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Runs ``coro`` on the loop and waits for its result (not from the loop itself)."""
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("LoopThread.run() called from its own loop thread")
+        return self.submit(coro).result(timeout)
+
+    def stop(self) -> None:
+        """Stops the loop and joins the thread. Idempotent."""
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()

@@ -1,0 +1,544 @@
+"""The gRPC servicer: Reverb's RPCs mapped onto :class:`~reverb_py.table.Table` calls.
+
+Served at Reverb's method paths ``/deepmind.reverb.ReverbService/<Method>``, so Reverb's
+clients can use it. The servicer holds no rules of its own: it decodes requests, calls
+the tables and encodes replies.
+
+The server never decodes tensors. A chunk is kept as the exact bytes of the
+``ChunkData`` message that arrived (only its key and episode id are read), and sample
+replies are assembled from those bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import grpc
+
+from reverb_py import errors
+from reverb_py._proto import reverb_service_pb2, schema_pb2
+from reverb_py.table import Item, SampledItem, Table
+
+__all__ = ["SERVICE_NAME", "Chunk", "ReverbServicer", "live_chunk_count"]
+
+SERVICE_NAME = "deepmind.reverb.ReverbService"
+
+_logger = logging.getLogger("reverb_py")
+
+# Reverb's limits: chunk bytes per sample response before splitting, and the first
+# batch size asked of a table by a sample stream (later batches double).
+_MAX_RESPONSE_CHUNK_BYTES = 2 * 1024 * 1024
+_FIRST_SAMPLE_BATCH = 128
+
+_live_chunks = 0
+
+
+def live_chunk_count() -> int:
+    """How many chunks the servers of this process hold (for leak checks)."""
+    return _live_chunks
+
+
+class Chunk:
+    """A chunk as the server keeps it: the serialised ``ChunkData`` and two of its fields."""
+
+    __slots__ = ("key", "episode_id", "data", "__weakref__")
+
+    def __init__(self, key: int, episode_id: int, data: bytes) -> None:
+        global _live_chunks
+        self.key = key
+        self.episode_id = episode_id
+        self.data = data
+        _live_chunks += 1
+
+    def __del__(self) -> None:
+        global _live_chunks
+        _live_chunks -= 1
+
+
+# ---------------------------------------------------------------- wire helpers
+
+
+def _read_varint(buffer: bytes, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(buffer):
+            raise errors.InvalidArgumentError("Truncated message.")
+        byte = buffer[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise errors.InvalidArgumentError("Malformed varint.")
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _skip_field(buffer: bytes, pos: int, wire_type: int) -> int:
+    if wire_type == 0:
+        return _read_varint(buffer, pos)[1]
+    if wire_type == 1:
+        return pos + 8
+    if wire_type == 2:
+        length, pos = _read_varint(buffer, pos)
+        return pos + length
+    if wire_type == 5:
+        return pos + 4
+    raise errors.InvalidArgumentError(f"Unsupported wire type {wire_type}.")
+
+
+def _fields(buffer: bytes) -> list[tuple[int, int, Any]]:
+    """Splits a message into ``(field, wire_type, value)``; values of type 2 are bytes."""
+    out: list[tuple[int, int, Any]] = []
+    pos = 0
+    end = len(buffer)
+    while pos < end:
+        tag, pos = _read_varint(buffer, pos)
+        field, wire_type = tag >> 3, tag & 7
+        if field == 0:
+            raise errors.InvalidArgumentError("Malformed message: field number 0.")
+        if wire_type == 2:
+            length, pos = _read_varint(buffer, pos)
+            if pos + length > end:
+                raise errors.InvalidArgumentError("Truncated message.")
+            out.append((field, 2, buffer[pos : pos + length]))
+            pos += length
+        elif wire_type == 0:
+            value, pos = _read_varint(buffer, pos)
+            out.append((field, 0, value))
+        else:
+            start = pos
+            pos = _skip_field(buffer, pos, wire_type)
+            if pos > end:
+                raise errors.InvalidArgumentError("Truncated message.")
+            out.append((field, wire_type, buffer[start:pos]))
+    return out
+
+
+def parse_chunk(data: bytes) -> Chunk:
+    """Reads a ``ChunkData``'s key and episode id and keeps its bytes as they are."""
+    key = 0
+    episode_id = 0
+    for field, wire_type, value in _fields(data):
+        if field == 1 and wire_type == 0:
+            key = value
+        elif field == 2 and wire_type == 2:
+            for sub_field, sub_type, sub_value in _fields(value):
+                if sub_field == 1 and sub_type == 0:
+                    episode_id = sub_value
+    return Chunk(key, episode_id, data)
+
+
+class _InsertRequest:
+    __slots__ = ("chunks", "items", "keep_chunk_keys")
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.items: list[bytes] = []
+        self.keep_chunk_keys: list[int] = []
+
+
+def parse_insert_request(data: bytes) -> _InsertRequest:
+    """Splits an ``InsertStreamRequest`` without decoding its chunks."""
+    request = _InsertRequest()
+    for field, wire_type, value in _fields(data):
+        if field == 1 and wire_type == 2:
+            request.chunks.append(value)
+        elif field == 2 and wire_type == 2:
+            request.items.append(value)
+        elif field == 3:
+            if wire_type == 0:
+                request.keep_chunk_keys.append(value)
+            elif wire_type == 2:
+                pos = 0
+                while pos < len(value):
+                    key, pos = _read_varint(value, pos)
+                    request.keep_chunk_keys.append(key)
+    return request
+
+
+def _length_delimited(field: int, payload: bytes) -> bytes:
+    return _encode_varint(field << 3 | 2) + _encode_varint(len(payload)) + payload
+
+
+_END_OF_SEQUENCE = b"\x18\x01"  # field 3, varint, true
+
+
+def _status_of(error: BaseException) -> grpc.StatusCode:
+    if isinstance(error, errors.DeadlineExceededError):
+        return grpc.StatusCode.DEADLINE_EXCEEDED
+    if isinstance(error, errors.InvalidArgumentError):
+        return grpc.StatusCode.INVALID_ARGUMENT
+    if isinstance(error, errors.NotFoundError):
+        return grpc.StatusCode.NOT_FOUND
+    if isinstance(error, errors.CancelledOperationError):
+        return grpc.StatusCode.CANCELLED
+    if isinstance(error, errors.FailedPreconditionError):
+        return grpc.StatusCode.FAILED_PRECONDITION
+    if isinstance(error, errors.ResourceExhaustedError):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED
+    if isinstance(error, errors.UnavailableError):
+        return grpc.StatusCode.UNAVAILABLE
+    return grpc.StatusCode.INTERNAL
+
+
+def _identity(data: bytes) -> bytes:
+    return data
+
+
+# ---------------------------------------------------------------- the servicer
+
+
+class ReverbServicer:
+    """Implements Reverb's RPCs over a fixed set of tables (all on one event loop)."""
+
+    def __init__(self, tables: Mapping[str, Table]) -> None:
+        self._tables = dict(tables)
+        token = secrets.randbits(128)
+        self._tables_state_id = schema_pb2.Uint128(high=token >> 64, low=token & (2**64 - 1))
+
+    def _table(self, name: str) -> Table:
+        table = self._tables.get(name)
+        if table is None:
+            raise errors.NotFoundError(f"Priority table {name} was not found")
+        return table
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """The generic handler serving this servicer at Reverb's method paths."""
+        methods: dict[str, grpc.RpcMethodHandler] = {
+            "ServerInfo": grpc.unary_unary_rpc_method_handler(
+                self.ServerInfo,
+                request_deserializer=reverb_service_pb2.ServerInfoRequest.FromString,
+                response_serializer=reverb_service_pb2.ServerInfoResponse.SerializeToString,
+            ),
+            "Reset": grpc.unary_unary_rpc_method_handler(
+                self.Reset,
+                request_deserializer=reverb_service_pb2.ResetRequest.FromString,
+                response_serializer=reverb_service_pb2.ResetResponse.SerializeToString,
+            ),
+            "MutatePriorities": grpc.unary_unary_rpc_method_handler(
+                self.MutatePriorities,
+                request_deserializer=reverb_service_pb2.MutatePrioritiesRequest.FromString,
+                response_serializer=reverb_service_pb2.MutatePrioritiesResponse.SerializeToString,
+            ),
+            "Checkpoint": grpc.unary_unary_rpc_method_handler(
+                self.Checkpoint,
+                request_deserializer=reverb_service_pb2.CheckpointRequest.FromString,
+                response_serializer=reverb_service_pb2.CheckpointResponse.SerializeToString,
+            ),
+            "InsertStream": grpc.stream_stream_rpc_method_handler(
+                self.InsertStream,
+                request_deserializer=_identity,
+                response_serializer=reverb_service_pb2.InsertStreamResponse.SerializeToString,
+            ),
+            "SampleStream": grpc.stream_stream_rpc_method_handler(
+                self.SampleStream,
+                request_deserializer=reverb_service_pb2.SampleStreamRequest.FromString,
+                response_serializer=_identity,
+            ),
+            "InitializeConnection": grpc.stream_stream_rpc_method_handler(
+                self.InitializeConnection,
+                request_deserializer=reverb_service_pb2.InitializeConnectionRequest.FromString,
+                response_serializer=(
+                    reverb_service_pb2.InitializeConnectionResponse.SerializeToString
+                ),
+            ),
+        }
+        return grpc.method_handlers_generic_handler(SERVICE_NAME, methods)
+
+    async def _abort(self, context: grpc.aio.ServicerContext, error: BaseException) -> None:
+        await context.abort(_status_of(error), str(error))
+
+    # ------------------------------------------------------------ unary
+
+    async def ServerInfo(  # noqa: N802 - the proto's method name.
+        self, request: Any, context: grpc.aio.ServicerContext
+    ) -> reverb_service_pb2.ServerInfoResponse:
+        response = reverb_service_pb2.ServerInfoResponse()
+        response.tables_state_id.CopyFrom(self._tables_state_id)
+        response.table_info.extend(table.info_proto() for table in self._tables.values())
+        return response
+
+    async def Reset(  # noqa: N802
+        self, request: Any, context: grpc.aio.ServicerContext
+    ) -> reverb_service_pb2.ResetResponse:
+        try:
+            self._table(request.table).reset()
+        except errors.ReverbError as error:
+            await self._abort(context, error)
+        return reverb_service_pb2.ResetResponse()
+
+    async def MutatePriorities(  # noqa: N802
+        self, request: Any, context: grpc.aio.ServicerContext
+    ) -> reverb_service_pb2.MutatePrioritiesResponse:
+        try:
+            table = self._table(request.table)
+            table.mutate(
+                updates=[(update.key, update.priority) for update in request.updates],
+                deletes=request.delete_keys,
+            )
+        except errors.ReverbError as error:
+            await self._abort(context, error)
+        return reverb_service_pb2.MutatePrioritiesResponse()
+
+    async def Checkpoint(  # noqa: N802
+        self, request: Any, context: grpc.aio.ServicerContext
+    ) -> reverb_service_pb2.CheckpointResponse:
+        await context.abort(
+            grpc.StatusCode.UNIMPLEMENTED, "This server has no checkpointer configured."
+        )
+        raise AssertionError("unreachable")
+
+    async def InitializeConnection(  # noqa: N802
+        self, request_iterator: Any, context: grpc.aio.ServicerContext
+    ) -> Any:
+        # The in-process shortcut is not offered: answer address 0 and end.
+        async for _request in request_iterator:
+            yield reverb_service_pb2.InitializeConnectionResponse(address=0)
+            return
+
+    # ------------------------------------------------------------ insert
+
+    async def InsertStream(  # noqa: N802
+        self, request_iterator: Any, context: grpc.aio.ServicerContext
+    ) -> None:
+        stream = _InsertStream(self, context)
+        try:
+            await stream.run(request_iterator)
+        finally:
+            stream.release()
+
+    # ------------------------------------------------------------ sample
+
+    async def SampleStream(  # noqa: N802
+        self, request_iterator: Any, context: grpc.aio.ServicerContext
+    ) -> None:
+        try:
+            async for request in request_iterator:
+                if request.num_samples <= 0:
+                    raise errors.InvalidArgumentError(
+                        f"num_samples must be > 0, got {request.num_samples}."
+                    )
+                table = self._table(request.table)
+                timeout_ms = request.rate_limiter_timeout.milliseconds
+                timeout = timeout_ms / 1000 if timeout_ms > 0 else None
+                remaining = request.num_samples
+                batch = _FIRST_SAMPLE_BATCH
+                while remaining > 0:
+                    records = await table.sample(min(batch, remaining), timeout=timeout)
+                    remaining -= len(records)
+                    batch *= 2
+                    for response in _sample_responses(table.name, records):
+                        await context.write(response)
+        except errors.ReverbError as error:
+            await self._abort(context, error)
+
+
+def _sample_info(table: str, record: SampledItem) -> bytes:
+    item = record.item
+    info = schema_pb2.SampleInfo(
+        probability=record.probability,
+        table_size=record.table_size,
+        rate_limited=record.rate_limited,
+    )
+    message = info.item
+    message.key = item.key
+    message.table = table
+    message.priority = record.priority
+    message.times_sampled = record.times_sampled
+    message.inserted_at.FromNanoseconds(item.inserted_at)
+    if item.trajectory is not None:
+        message.flat_trajectory.CopyFrom(item.trajectory)
+    return info.SerializeToString()
+
+
+def _sample_responses(table: str, records: list[SampledItem]) -> list[bytes]:
+    """Packs samples into ``SampleStreamResponse`` messages of about 2 MiB of chunks."""
+    responses: list[bytes] = []
+    entries: list[bytes] = []
+    size = 0
+    for record in records:
+        chunks: list[Chunk] = list(record.item.chunks)
+        parts = [_length_delimited(1, _sample_info(table, record))]
+        if not chunks:
+            parts.append(_END_OF_SEQUENCE)
+            entries.append(_length_delimited(1, b"".join(parts)))
+            continue
+        for index, chunk in enumerate(chunks):
+            if size and size + len(chunk.data) > _MAX_RESPONSE_CHUNK_BYTES:
+                # Close the current entry and response; the sample continues in the next.
+                if parts:
+                    entries.append(_length_delimited(1, b"".join(parts)))
+                    parts = []
+                responses.append(b"".join(entries))
+                entries = []
+                size = 0
+            parts.append(_length_delimited(2, chunk.data))
+            size += len(chunk.data)
+            if index == len(chunks) - 1:
+                parts.append(_END_OF_SEQUENCE)
+        entries.append(_length_delimited(1, b"".join(parts)))
+    if entries:
+        responses.append(b"".join(entries))
+    return responses
+
+
+class _InsertStream:
+    """The state of one insert stream: its chunks and its unconfirmed inserts."""
+
+    def __init__(self, servicer: ReverbServicer, context: grpc.aio.ServicerContext) -> None:
+        self._servicer = servicer
+        self._context = context
+        self._chunks: dict[int, Chunk] = {}
+        self._confirmed: list[int] = []
+        self._wakeup = asyncio.Event()
+        self._pending: set[asyncio.Future[None]] = set()
+        self._error: BaseException | None = None
+        self._done = False
+
+    def release(self) -> None:
+        self._chunks.clear()
+        for future in self._pending:
+            future.cancel()
+        self._pending.clear()
+
+    async def run(self, request_iterator: Any) -> None:
+        writer = asyncio.ensure_future(self._write_confirmations())
+        failure: errors.ReverbError | None = None
+        try:
+            async for raw in request_iterator:
+                self._handle(parse_insert_request(raw))
+                self._wakeup.set()
+                await self._respect_back_pressure()
+                if self._error is not None:
+                    raise self._error
+            # The client finished sending: confirm what is still waiting for its table.
+            while self._pending and self._error is None:
+                await asyncio.wait(set(self._pending), return_when=asyncio.FIRST_COMPLETED)
+            if self._error is not None:
+                raise self._error
+        except errors.ReverbError as error:
+            failure = error
+        finally:
+            self._done = True
+            self._wakeup.set()
+            if failure is None:
+                await writer
+            else:
+                writer.cancel()
+        if failure is not None:
+            await self._context.abort(_status_of(failure), str(failure))
+
+    def _handle(self, request: _InsertRequest) -> None:
+        if not request.chunks and not request.items:
+            raise errors.InvalidArgumentError(
+                "An insert stream request must hold chunks or items."
+            )
+        for data in request.chunks:
+            chunk = parse_chunk(data)
+            self._chunks.setdefault(chunk.key, chunk)
+        for data in request.items:
+            self._insert(schema_pb2.PrioritizedItem.FromString(data))
+        if request.items:
+            keep = set(request.keep_chunk_keys)
+            for key in [key for key in self._chunks if key not in keep]:
+                del self._chunks[key]
+            if len(self._chunks) < len(keep):
+                raise errors.FailedPreconditionError(
+                    "Kept fewer chunks than the client asked to keep: "
+                    f"{sorted(keep - set(self._chunks))[:10]} were never sent."
+                )
+
+    def _insert(self, message: Any) -> None:
+        table = self._servicer._table(message.table)
+        columns = message.flat_trajectory.columns
+        if not columns or not columns[0].chunk_slices:
+            raise errors.InvalidArgumentError(
+                f"Item {message.key} has an empty trajectory: it needs at least one column "
+                "whose first column has at least one slice."
+            )
+        chunks: list[Chunk] = []
+        seen: set[int] = set()
+        for column in columns:
+            for chunk_slice in column.chunk_slices:
+                key = chunk_slice.chunk_key
+                if key in seen:
+                    continue
+                chunk = self._chunks.get(key)
+                if chunk is None:
+                    raise errors.InternalError(f"Could not find sequence chunk {key}.")
+                seen.add(key)
+                chunks.append(chunk)
+        item = Item(
+            message.key,
+            message.priority,
+            trajectory=message.flat_trajectory,
+            chunks=tuple(chunks),
+            episode_ids=tuple(chunk.episode_id for chunk in chunks),
+            times_sampled=message.times_sampled,
+        )
+        future = table.insert_or_enqueue(item)
+        if future is None:
+            self._confirmed.append(item.key)
+            return
+        self._pending.add(future)
+        key = item.key
+
+        def done(fut: asyncio.Future[None]) -> None:
+            self._pending.discard(fut)
+            if fut.cancelled():
+                return
+            error = fut.exception()
+            if error is not None:
+                if self._error is None:
+                    self._error = error
+            else:
+                self._confirmed.append(key)
+            self._wakeup.set()
+
+        future.add_done_callback(done)
+
+    async def _respect_back_pressure(self) -> None:
+        while self._pending and self._error is None:
+            full = [
+                table
+                for table in self._servicer._tables.values()
+                if table.num_pending_inserts >= table.max_enqueued_inserts
+            ]
+            if not full:
+                return
+            await asyncio.wait(set(self._pending), return_when=asyncio.FIRST_COMPLETED)
+
+    async def _write_confirmations(self) -> None:
+        while not self._done:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            await self._flush_confirmations()
+        await self._flush_confirmations()
+
+    async def _flush_confirmations(self) -> None:
+        if not self._confirmed:
+            return
+        keys, self._confirmed = self._confirmed, []
+        await self._context.write(reverb_service_pb2.InsertStreamResponse(keys=keys))
+
+
+def serve_tables(tables: Mapping[str, Table]) -> Callable[[], grpc.GenericRpcHandler]:
+    """A factory for the generic handler of a servicer over ``tables``."""
+    return ReverbServicer(tables).handler

@@ -1,0 +1,159 @@
+"""The replay server: tables served over gRPC with Reverb's protocol.
+
+Run it as a daemon with ``python -m reverb_py.server`` (see :mod:`reverb_py._daemon`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+
+from reverb_py import _impl
+from reverb_py._loop_thread import LoopThread
+from reverb_py._service import ReverbServicer
+from reverb_py.table import Table
+
+__all__ = ["Server"]
+
+_UNLIMITED = [
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+]
+
+
+class Server:
+    """Serves tables over gRPC at Reverb's method paths, from a background thread.
+
+    The server runs a ``grpc.aio`` server on its own event-loop thread (uvloop when
+    installed), so it works from plain synchronous code. The tables passed in are the
+    live tables: their ``info``, ``can_sample`` and ``can_insert`` report what the
+    server holds.
+
+    Args:
+      tables: The tables to serve; at least one, with distinct names.
+      port: The port to listen on; None or 0 picks a free one (see :attr:`port`).
+      checkpointer: Not supported yet; must be None.
+      host: The interface to bind. Defaults to ``localhost``: unlike Reverb, which binds
+        every interface, the server is reachable only from this machine unless told
+        otherwise (``"[::]"`` or ``"0.0.0.0"`` for every interface).
+
+    Raises:
+      ValueError: no tables, duplicate table names, or the port cannot be bound.
+    """
+
+    def __init__(
+        self,
+        tables: Sequence[Table] | None = None,
+        port: int | None = None,
+        checkpointer: Any = None,
+        *,
+        host: str = "localhost",
+    ) -> None:
+        if not tables:
+            raise ValueError("At least one table must be provided")
+        names = [table.name for table in tables]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(
+                f"Multiple items in tables have the same name: {', '.join(duplicates)}"
+            )
+        if checkpointer is not None:
+            raise ValueError("Checkpointers are not supported by this server yet.")
+        self._tables = list(tables)
+        self._host = host
+        self._stopped = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._loop_thread = LoopThread(name="reverb_py-server")
+        try:
+            self._port = self._loop_thread.run(self._start(host, port or 0))
+        except BaseException:
+            self._loop_thread.stop()
+            raise
+
+    async def _start(self, host: str, port: int) -> int:
+        self._grpc_server = grpc.aio.server(options=_UNLIMITED)
+        servicer = ReverbServicer({table.name: table for table in self._tables})
+        self._grpc_server.add_generic_rpc_handlers((servicer.handler(),))
+        try:
+            bound = self._grpc_server.add_insecure_port(f"{host}:{port}")
+        except RuntimeError as error:
+            raise ValueError(f"Failed to bind the gRPC server to {host}:{port}: {error}") from None
+        if not bound:
+            raise ValueError(f"Failed to bind the gRPC server to {host}:{port}")
+        await self._grpc_server.start()
+        return bound
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on (the real one, also when 0 was asked for)."""
+        return self._port
+
+    @property
+    def address(self) -> str:
+        """``host:port`` for clients on this machine."""
+        return f"{self._host}:{self._port}"
+
+    @property
+    def tables(self) -> list[Table]:
+        return list(self._tables)
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stops serving. Idempotent; safe from any thread but the server's own.
+
+        Waiting inserts and samples fail (a sample stream ends with CANCELLED), then the
+        gRPC server stops: after ``grace`` seconds open calls are cancelled (None: at
+        once).
+        """
+        with self._stop_lock:
+            if self._stopped.is_set():
+                return
+            try:
+                self._loop_thread.run(self._stop(grace))
+            finally:
+                self._loop_thread.stop()
+                self._stopped.set()
+
+    async def _stop(self, grace: float | None) -> None:
+        for table in self._tables:
+            table.close()
+        await self._grpc_server.stop(grace)
+
+    def wait(self) -> None:
+        """Blocks until the server is stopped (by :meth:`stop` from another thread).
+
+        Ctrl-C raises ``KeyboardInterrupt`` here, as in Reverb; the server keeps running
+        until stopped.
+        """
+        self._stopped.wait()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        if hasattr(self, "_stopped") and not self._stopped.is_set():
+            try:
+                self.stop()
+            except Exception:  # noqa: BLE001 - interpreter shutdown; nothing to report to.
+                pass
+
+    def __repr__(self) -> str:
+        tables = ", ".join(table.name for table in self._tables)
+        state = "stopped" if self._stopped.is_set() else "serving"
+        return (
+            f"Server(address={self.address!r}, tables=[{tables}], "
+            f"implementation={_impl.IMPLEMENTATION!r}, {state})"
+        )
+
+
+if __name__ == "__main__":
+    import sys
+
+    from reverb_py._daemon import main
+
+    sys.exit(main())

@@ -1,0 +1,361 @@
+"""The server over loopback, driven with raw gRPC calls at Reverb's method paths."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import subprocess
+import sys
+import textwrap
+
+import grpc
+import pytest
+
+from reverb_py import _service, errors, rate_limiters, selectors
+from reverb_py._proto import reverb_service_pb2 as pb
+from reverb_py._proto import schema_pb2
+from reverb_py.server import Server
+from reverb_py.table import Table
+
+PATH = "/deepmind.reverb.ReverbService/"
+
+
+def chunk(key: int, episode: int = 1, payload: bytes = b"x" * 16) -> schema_pb2.ChunkData:
+    message = schema_pb2.ChunkData(chunk_key=key)
+    message.sequence_range.episode_id = episode
+    message.sequence_range.start = 0
+    message.sequence_range.end = 0
+    tensor = message.data.tensors.add()
+    tensor.dtype = 1
+    tensor.tensor_content = payload
+    return message
+
+
+def item(key: int, table: str, chunk_keys: list[int], priority: float = 1.0):
+    message = schema_pb2.PrioritizedItem(key=key, table=table, priority=priority)
+    column = message.flat_trajectory.columns.add()
+    for chunk_key in chunk_keys:
+        column.chunk_slices.add(chunk_key=chunk_key, offset=0, length=1, index=0)
+    return message
+
+
+def new_tables() -> list[Table]:
+    return [
+        Table("uniform", selectors.Uniform(), selectors.Fifo(), 100, rate_limiters.MinSize(1)),
+        Table("prio", selectors.Prioritized(1.0), selectors.Fifo(), 100, rate_limiters.MinSize(1)),
+        Table.queue("queue", 2),
+    ]
+
+
+@pytest.fixture
+def server():
+    server = Server(new_tables(), port=0)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+async def channel(server):
+    async with grpc.aio.insecure_channel(f"localhost:{server.port}") as channel:
+        yield channel
+
+
+def insert_stream(channel):
+    return channel.stream_stream(
+        PATH + "InsertStream",
+        request_serializer=pb.InsertStreamRequest.SerializeToString,
+        response_deserializer=pb.InsertStreamResponse.FromString,
+    )()
+
+
+def sample_stream(channel):
+    return channel.stream_stream(
+        PATH + "SampleStream",
+        request_serializer=pb.SampleStreamRequest.SerializeToString,
+        response_deserializer=pb.SampleStreamResponse.FromString,
+    )()
+
+
+def unary(channel, name, request_cls, response_cls):
+    return channel.unary_unary(
+        PATH + name,
+        request_serializer=request_cls.SerializeToString,
+        response_deserializer=response_cls.FromString,
+    )
+
+
+async def insert(channel, requests):
+    call = insert_stream(channel)
+    keys = []
+    for request in requests:
+        await call.write(request)
+    await call.done_writing()
+    async for response in call:
+        keys.extend(response.keys)
+    return keys
+
+
+async def take_samples(channel, table, num, timeout_ms=0):
+    call = sample_stream(channel)
+    request = pb.SampleStreamRequest(table=table, num_samples=num)
+    if timeout_ms:
+        request.rate_limiter_timeout.milliseconds = timeout_ms
+    await call.write(request)
+    samples, current = [], None
+    async for response in call:
+        for entry in response.entries:
+            if entry.HasField("info"):
+                current = (entry.info, list(entry.data))
+            else:
+                current[1].extend(entry.data)
+            if entry.end_of_sequence:
+                samples.append(current)
+        if len(samples) >= num:
+            break
+    call.cancel()
+    return samples
+
+
+# ---------------------------------------------------------------- behaviour
+
+
+def test_repr_and_validation() -> None:
+    with pytest.raises(ValueError, match="At least one table must be provided"):
+        Server([])
+    tables = [Table.queue("a", 1), Table.queue("a", 1)]
+    with pytest.raises(ValueError, match="same name: a"):
+        Server(tables)
+    with Server([Table.queue("q", 1)]) as server:
+        text = repr(server)
+        assert f"localhost:{server.port}" in text and "q" in text
+        assert "implementation=" in text and server.port > 0
+
+
+async def test_server_info_lists_every_table(channel, server) -> None:
+    response = await unary(channel, "ServerInfo", pb.ServerInfoRequest, pb.ServerInfoResponse)(
+        pb.ServerInfoRequest())
+    names = {info.name for info in response.table_info}
+    assert names == {"uniform", "prio", "queue"}
+    assert response.tables_state_id.high or response.tables_state_id.low
+
+
+async def test_insert_confirms_every_item_and_sample_returns_the_chunk_bytes(channel, server):
+    request = pb.InsertStreamRequest(chunks=[chunk(7, payload=b"abc")],
+                                     items=[item(1, "uniform", [7]), item(2, "prio", [7])],
+                                     keep_chunk_keys=[7])
+    request2 = pb.InsertStreamRequest(items=[item(3, "uniform", [7])])
+    assert sorted(await insert(channel, [request, request2])) == [1, 2, 3]
+    assert server.tables[0].info.current_size == 2
+    samples = await take_samples(channel, "prio", 3)
+    assert len(samples) == 3
+    info, data = samples[0]
+    assert info.item.key == 2 and info.item.table == "prio" and info.probability == 1.0
+    assert info.table_size == 1 and info.item.times_sampled == 1
+    assert [d.chunk_key for d in data] == [7]
+    assert data[0].data.tensors[0].tensor_content == b"abc"
+    assert info.item.flat_trajectory.columns[0].chunk_slices[0].chunk_key == 7
+
+
+async def test_large_chunks_are_split_across_responses(channel, server) -> None:
+    big = b"y" * (1536 * 1024)
+    request = pb.InsertStreamRequest(
+        chunks=[chunk(1, payload=big), chunk(2, payload=big)],
+        items=[item(5, "uniform", [1, 2])],
+    )
+    assert await insert(channel, [request]) == [5]
+    call = sample_stream(channel)
+    await call.write(pb.SampleStreamRequest(table="uniform", num_samples=1))
+    entries = []
+    async for response in call:
+        entries.extend(response.entries)
+        if entries[-1].end_of_sequence:
+            break
+    call.cancel()
+    assert len(entries) == 2 and entries[0].HasField("info")
+    assert not entries[0].end_of_sequence and entries[1].end_of_sequence
+    assert [d.chunk_key for e in entries for d in e.data] == [1, 2]
+
+
+async def test_mutate_and_reset(channel, server) -> None:
+    await insert(channel, [pb.InsertStreamRequest(
+        chunks=[chunk(1)], items=[item(k, "prio", [1]) for k in (1, 2, 3)])])
+    mutate = unary(channel, "MutatePriorities", pb.MutatePrioritiesRequest,
+                   pb.MutatePrioritiesResponse)
+    await mutate(pb.MutatePrioritiesRequest(
+        table="prio", updates=[schema_pb2.KeyWithPriority(key=1, priority=5.0)],
+        delete_keys=[2]))
+    prio = server.tables[1]
+    assert len(prio) == 2 and prio.get(1).priority == 5.0
+    reset = unary(channel, "Reset", pb.ResetRequest, pb.ResetResponse)
+    await reset(pb.ResetRequest(table="prio"))
+    assert len(prio) == 0
+
+
+async def test_live_chunks_return_to_zero(channel, server) -> None:
+    gc.collect()
+    before = _service.live_chunk_count()
+    await insert(channel, [pb.InsertStreamRequest(
+        chunks=[chunk(k) for k in range(10)],
+        items=[item(100 + k, "uniform", [k, k + 1]) for k in range(9)])])
+    gc.collect()
+    assert _service.live_chunk_count() - before == 10
+    await take_samples(channel, "uniform", 5)
+    await unary(channel, "Reset", pb.ResetRequest, pb.ResetResponse)(
+        pb.ResetRequest(table="uniform"))
+    gc.collect()
+    assert _service.live_chunk_count() == before
+
+
+# ---------------------------------------------------------------- bad input
+
+
+async def expect_status(awaitable, code, text=""):
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await awaitable
+    assert caught.value.code() == code, caught.value.details()
+    assert text in caught.value.details()
+
+
+async def test_unknown_table(channel) -> None:
+    await expect_status(
+        unary(channel, "Reset", pb.ResetRequest, pb.ResetResponse)(pb.ResetRequest(table="x")),
+        grpc.StatusCode.NOT_FOUND, "Priority table x was not found")
+    await expect_status(take_samples(channel, "x", 1), grpc.StatusCode.NOT_FOUND, "x")
+    await expect_status(
+        insert(channel, [pb.InsertStreamRequest(chunks=[chunk(1)], items=[item(1, "x", [1])])]),
+        grpc.StatusCode.NOT_FOUND, "Priority table x was not found")
+
+
+async def test_item_referencing_a_chunk_the_stream_does_not_hold(channel, server) -> None:
+    await expect_status(
+        insert(channel, [pb.InsertStreamRequest(items=[item(1, "uniform", [99])])]),
+        grpc.StatusCode.INTERNAL, "Could not find sequence chunk 99.")
+    assert len(server.tables[0]) == 0
+
+
+async def test_bad_priority_refuses_that_item_and_the_table_keeps_serving(channel, server):
+    await expect_status(
+        insert(channel, [pb.InsertStreamRequest(chunks=[chunk(1)],
+                                                items=[item(1, "prio", [1], priority=-1.0)])]),
+        grpc.StatusCode.INVALID_ARGUMENT, "negative")
+    await expect_status(
+        insert(channel, [pb.InsertStreamRequest(
+            chunks=[chunk(1)], items=[item(2, "prio", [1], priority=float("nan"))])]),
+        grpc.StatusCode.INVALID_ARGUMENT, "NaN")
+    assert await insert(channel, [pb.InsertStreamRequest(
+        chunks=[chunk(1)], items=[item(3, "prio", [1], priority=2.0)])]) == [3]
+    assert [s[0].item.key for s in await take_samples(channel, "prio", 2)] == [3, 3]
+
+
+async def test_num_samples_must_be_positive(channel) -> None:
+    await expect_status(take_samples(channel, "uniform", 0), grpc.StatusCode.INVALID_ARGUMENT,
+                        "num_samples")
+
+
+async def test_empty_insert_request(channel) -> None:
+    await expect_status(insert(channel, [pb.InsertStreamRequest()]),
+                        grpc.StatusCode.INVALID_ARGUMENT, "chunks or items")
+
+
+async def test_malformed_and_truncated_messages(channel, server) -> None:
+    raw = channel.stream_stream(PATH + "InsertStream")
+    for garbage in (b"\x0a\xff\xff\xff\xff\x0f", b"\x12\x05ab", b"\xff\xff\xff",
+                    pb.InsertStreamRequest(chunks=[chunk(1)]).SerializeToString()[:-3]):
+        call = raw()
+        await call.write(garbage)
+        await call.done_writing()
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            async for _ in call:
+                pass
+        assert caught.value.code() in (grpc.StatusCode.INVALID_ARGUMENT,
+                                       grpc.StatusCode.INTERNAL)
+    for garbage in (b"\xff\xff", b"\x0a\x10abc"):
+        with pytest.raises(grpc.aio.AioRpcError):
+            await channel.unary_unary(PATH + "Reset")(garbage)
+    # Still serving.
+    assert await insert(channel, [pb.InsertStreamRequest(
+        chunks=[chunk(1)], items=[item(1, "uniform", [1])])]) == [1]
+
+
+async def test_sample_timeout_is_deadline_exceeded(channel) -> None:
+    await expect_status(take_samples(channel, "queue", 1, timeout_ms=20),
+                        grpc.StatusCode.DEADLINE_EXCEEDED, "Timeout exceeded")
+
+
+async def test_queue_back_pressure_blocks_and_releases(channel, server) -> None:
+    # Queue of 2: the third insert waits until a sample makes room.
+    call = insert_stream(channel)
+    await call.write(pb.InsertStreamRequest(
+        chunks=[chunk(1)], items=[item(k, "queue", [1]) for k in (1, 2, 3)], keep_chunk_keys=[1]))
+    first = await call.read()
+    assert sorted(first.keys) == [1, 2]
+    queue = server.tables[2]
+    assert queue.num_pending_inserts == 1
+    samples = await take_samples(channel, "queue", 1)
+    assert samples[0][0].item.key == 1
+    second = await call.read()
+    assert list(second.keys) == [3]
+    await call.done_writing()
+    assert await call.read() == grpc.aio.EOF
+    assert await call.code() == grpc.StatusCode.OK
+
+
+def test_server_stop_while_samplers_wait_gives_a_clean_error() -> None:
+    server = Server([Table.queue("q", 1)], port=0)
+
+    async def wait_for_sample():
+        async with grpc.aio.insecure_channel(f"localhost:{server.port}") as channel:
+            return await take_samples(channel, "q", 1)
+
+    async def scenario():
+        task = asyncio.ensure_future(wait_for_sample())
+        table = server.tables[0]
+        for _ in range(2000):
+            if table.num_pending_samples:
+                break
+            await asyncio.sleep(0.005)
+        assert table.num_pending_samples == 1
+        await asyncio.get_running_loop().run_in_executor(None, server.stop)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await task
+        assert caught.value.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+
+    asyncio.run(scenario())
+
+
+def test_client_killed_mid_stream_releases_its_chunks(tmp_path) -> None:
+    server = Server([Table.queue("q", 1)], port=0)
+    try:
+        # A child process opens an insert stream, sends chunks (no items yet) and dies.
+        script = textwrap.dedent(f"""
+            import os, grpc
+            from reverb_py._proto import reverb_service_pb2 as pb, schema_pb2
+            channel = grpc.insecure_channel("localhost:{server.port}")
+            call = channel.stream_stream("{PATH}InsertStream",
+                request_serializer=pb.InsertStreamRequest.SerializeToString,
+                response_deserializer=pb.InsertStreamResponse.FromString)
+            def requests():
+                yield pb.InsertStreamRequest(chunks=[schema_pb2.ChunkData(chunk_key=k)
+                                                     for k in range(50)])
+                print("sent", flush=True)
+                os._exit(9)
+            for _ in call(iter(requests())):
+                pass
+        """)
+        gc.collect()
+        before = _service.live_chunk_count()
+        child = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60,
+                               cwd=str(__import__("pathlib").Path(__file__).parents[2]))
+        assert child.returncode == 9, child.stderr
+        # The server notices the broken stream and drops the stream's chunks.
+        deadline_turns = 400
+        for _ in range(deadline_turns):
+            gc.collect()
+            if _service.live_chunk_count() == before:
+                break
+            server._loop_thread.run(asyncio.sleep(0.01))
+        assert _service.live_chunk_count() == before
+    finally:
+        server.stop()
