@@ -1,0 +1,7 @@
+"""Protocol buffer modules generated from ``protos/reverb_py/_proto/*.proto``.
+
+Do not edit the ``*_pb2.py`` / ``*_pb2.pyi`` files: regenerate them with ``make protos``
+(see ``protos/README.md``). The messages are wire-compatible with Reverb's
+``deepmind.reverb`` and TensorFlow's ``tensorflow`` messages but live in the
+``reverb_py.proto`` and ``reverb_py.tensorflow`` proto packages.
+"""
