@@ -79,6 +79,8 @@ class ItemSelector:
     """
 
     _STRICTNESS = 0
+    #: Whether the selector orders items by priority (else priority updates are no-ops).
+    _USES_PRIORITY = False
 
     def new_structure(self) -> SelectorStructure:
         """Returns a new, empty engine structure configured by this selector."""
@@ -128,6 +130,7 @@ class Prioritized(ItemSelector):
     """
 
     _STRICTNESS = 2
+    _USES_PRIORITY = True
 
     def __init__(self, priority_exponent: float) -> None:
         self._priority_exponent = float(priority_exponent)
@@ -180,6 +183,7 @@ class HeapSelector(ItemSelector):
     """
 
     _STRICTNESS = 1
+    _USES_PRIORITY = True
 
     def __init__(self, min_heap: bool) -> None:
         self._min_heap = bool(min_heap)

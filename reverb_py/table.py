@@ -232,6 +232,16 @@ class Table:
             self._strict, self._lax = self._remover, self._sampler
         else:
             self._strict, self._lax = self._sampler, self._remover
+        # PERF(priority-users): priority updates go only to selectors that order by
+        # priority, strictest first; Uniform/Fifo/Lifo ignore them.
+        self._priority_users = tuple(
+            structure
+            for structure, config in sorted(
+                ((self._sampler, sampler), (self._remover, remover)),
+                key=lambda pair: -pair[1]._STRICTNESS,
+            )
+            if config._USES_PRIORITY
+        )
         self._items: dict[int, Item] = {}
         self._episodes: collections.Counter[int] = collections.Counter()
         self._num_deleted_episodes = 0
@@ -241,8 +251,6 @@ class Table:
         self._sample_waiters: collections.deque[_Waiter] = collections.deque()
         self._closed = False
         # Time accounting for TableWorkerTime (nanoseconds).
-        self._inserting_ns = 0
-        self._sampling_ns = 0
         self._inserts_blocked_since = 0
         self._samples_blocked_since = 0
         self._inserts_blocked_ns = 0
@@ -429,9 +437,6 @@ class Table:
         if self._samples_blocked_since:
             samples_blocked += now - self._samples_blocked_since
         worker = info.table_worker_time
-        worker.inserting_ms = self._inserting_ns // 1_000_000
-        worker.sampling_ms = self._sampling_ns // 1_000_000
-        worker.running_ms = (self._inserting_ns + self._sampling_ns) // 1_000_000
         worker.waiting_for_sampling_ms = inserts_blocked // 1_000_000
         worker.waiting_for_inserts_ms = samples_blocked // 1_000_000
         return info
@@ -528,12 +533,11 @@ class Table:
         item.priority = float(item.priority)
 
     def _insert_now(self, item: Item) -> None:
-        started = time.perf_counter_ns()
         key = item.key
         existing = self._items.get(key)
         if existing is not None:
-            self._strict.update(key, item.priority)
-            self._lax.update(key, item.priority)
+            for structure in self._priority_users:
+                structure.update(key, item.priority)
             existing.priority = item.priority
         else:
             self._strict.insert(key, item.priority)
@@ -548,7 +552,6 @@ class Table:
                 victim, _ = self._remover.sample(self._random())
                 self._delete(victim)
             self._limiter.on_insert()
-        self._inserting_ns += time.perf_counter_ns() - started
 
     def _delete(self, key: int) -> Item | None:
         item = self._items.pop(key, None)
@@ -621,7 +624,6 @@ class Table:
         return records
 
     def _take_samples(self, records: list[SampledItem], num_samples: int, rate_limited: bool) -> None:
-        started = time.perf_counter_ns()
         limiter = self._limiter
         items = self._items
         sampler = self._sampler
@@ -640,7 +642,6 @@ class Table:
             )
             if times == max_times:
                 self._delete(key)
-        self._sampling_ns += time.perf_counter_ns() - started
 
     # ------------------------------------------------------------------ waiting
 
@@ -753,20 +754,24 @@ class Table:
             applied then (neither the deletes nor any update).
         """
         items = self._items
-        delete_keys = set(deletes) if deletes else set()
+        delete_keys = set(deletes) if deletes else ()
         keys: list[int] = []
         priorities: list[float] = []
+        targets: list[Item] = []
         if updates:
             pairs = updates.items() if isinstance(updates, Mapping) else updates
+            get = items.get
             for key, priority in pairs:
-                if key in items and key not in delete_keys:
+                item = get(key)
+                if item is not None and key not in delete_keys:
                     keys.append(key)
                     priorities.append(float(priority))
+                    targets.append(item)
         if keys:
-            self._strict.update_many(keys, priorities)
-            self._lax.update_many(keys, priorities)
-            for key, priority in zip(keys, priorities):
-                items[key].priority = priority
+            for structure in self._priority_users:
+                structure.update_many(keys, priorities)
+            for item, priority in zip(targets, priorities):
+                item.priority = priority
         deleted = False
         for key in delete_keys:
             if self._delete(key) is not None:
