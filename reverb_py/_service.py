@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 
 from reverb_py import errors
+from reverb_py._status import status_for_error
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py.table import Item, SampledItem, Table
 
@@ -180,24 +181,6 @@ def _length_delimited(field: int, payload: bytes) -> bytes:
 _END_OF_SEQUENCE = b"\x18\x01"  # field 3, varint, true
 
 
-def _status_of(error: BaseException) -> grpc.StatusCode:
-    if isinstance(error, errors.DeadlineExceededError):
-        return grpc.StatusCode.DEADLINE_EXCEEDED
-    if isinstance(error, errors.InvalidArgumentError):
-        return grpc.StatusCode.INVALID_ARGUMENT
-    if isinstance(error, errors.NotFoundError):
-        return grpc.StatusCode.NOT_FOUND
-    if isinstance(error, errors.CancelledOperationError):
-        return grpc.StatusCode.CANCELLED
-    if isinstance(error, errors.FailedPreconditionError):
-        return grpc.StatusCode.FAILED_PRECONDITION
-    if isinstance(error, errors.ResourceExhaustedError):
-        return grpc.StatusCode.RESOURCE_EXHAUSTED
-    if isinstance(error, errors.UnavailableError):
-        return grpc.StatusCode.UNAVAILABLE
-    return grpc.StatusCode.INTERNAL
-
-
 def _identity(data: bytes) -> bytes:
     return data
 
@@ -263,7 +246,7 @@ class ReverbServicer:
         return grpc.method_handlers_generic_handler(SERVICE_NAME, methods)
 
     async def _abort(self, context: grpc.aio.ServicerContext, error: BaseException) -> None:
-        await context.abort(_status_of(error), str(error))
+        await context.abort(status_for_error(error), str(error))
 
     # ------------------------------------------------------------ unary
 
@@ -443,7 +426,7 @@ class _InsertStream:
             else:
                 writer.cancel()
         if failure is not None:
-            await self._context.abort(_status_of(failure), str(failure))
+            await self._context.abort(status_for_error(failure), str(failure))
 
     def _handle(self, request: _InsertRequest) -> None:
         if not request.chunks and not request.items:

@@ -16,6 +16,8 @@ class                             also a                                    gRPC
 :class:`FailedPreconditionError`  ``RuntimeError``                          FAILED_PRECONDITION
 :class:`UsageError`               ``RuntimeError``                          (client side only)
 :class:`InternalError`            ``RuntimeError``                          INTERNAL
+:class:`UnimplementedError`       ``NotImplementedError``                   UNIMPLEMENTED
+:class:`UnknownError`             ``RuntimeError``                          any other code
 ================================  =======================================  ===================
 
 ``asyncio.CancelledError`` is never wrapped: cancelling a waiting call cancels it.
@@ -34,6 +36,8 @@ __all__ = [
     "FailedPreconditionError",
     "UsageError",
     "InternalError",
+    "UnimplementedError",
+    "UnknownError",
 ]
 
 
@@ -78,3 +82,11 @@ class UsageError(ReverbError, RuntimeError):
 
 class InternalError(ReverbError, RuntimeError):
     """A bug on the server side."""
+
+
+class UnimplementedError(ReverbError, NotImplementedError):
+    """The other side does not implement the operation."""
+
+
+class UnknownError(ReverbError, RuntimeError):
+    """A failure with a status that has no more specific class."""

@@ -17,6 +17,8 @@ BUILTINS = {
     errors.FailedPreconditionError: (RuntimeError,),
     errors.UsageError: (RuntimeError,),
     errors.InternalError: (RuntimeError,),
+    errors.UnimplementedError: (NotImplementedError,),
+    errors.UnknownError: (RuntimeError,),
 }
 
 
