@@ -73,3 +73,23 @@ async def loop_errors() -> AsyncIterator[list[dict[str, object]]]:
     loop.set_exception_handler(previous)
     if errors:
         pytest.fail(f"unhandled errors in the event loop: {errors!r}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a pure run (``REVERB_PY_NO_EXTENSIONS``), the compiled cases are deselected.
+
+    They ran in the compiled run; listing them as skipped would only add noise.
+    """
+    if not NO_EXTENSIONS:
+        return
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("impl") == "cy":
+            dropped.append(item)
+        else:
+            keep.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
