@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -15,6 +15,9 @@ from reverb_py import _impl
 from reverb_py._loop_thread import LoopThread
 from reverb_py._service import ReverbServicer
 from reverb_py.table import Table
+
+if TYPE_CHECKING:
+    from reverb_py.client import Client
 
 __all__ = ["Server"]
 
@@ -128,6 +131,12 @@ class Server:
         until stopped.
         """
         self._stopped.wait()
+
+    def localhost_client(self) -> Client:
+        """A blocking :class:`reverb_py.Client` connected to this server."""
+        from reverb_py.client import Client
+
+        return Client(f"localhost:{self._port}")
 
     def __enter__(self) -> Server:
         return self

@@ -1,0 +1,260 @@
+"""The background insert stream behind every writer.
+
+One ``InsertStream`` per writer, driven by a task on an event loop (the client's
+background loop for blocking writers, the caller's loop for asyncio writers). The
+writer's user thread hands over work with :meth:`InsertTransport.notify`; the task takes
+everything that is ready as one request (many chunks and items per message), sends it,
+and feeds confirmations back to the writer. On UNAVAILABLE or CANCELLED it reconnects
+with exponential backoff and resends every unconfirmed item; any other status is
+terminal for the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from reverb_py import errors
+from reverb_py._proto import reverb_service_pb2
+from reverb_py._status import error_from_rpc
+
+__all__ = ["InsertTransport", "INSERT_STREAM_PATH"]
+
+INSERT_STREAM_PATH = "/deepmind.reverb.ReverbService/InsertStream"
+
+_logger = logging.getLogger("reverb_py")
+
+_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+_MIN_BACKOFF = 0.001
+_MAX_BACKOFF = 1.0
+_STABLE_STREAM_SECONDS = 2.0
+
+
+class InsertTransport:
+    """Moves a writer's chunks and items to the server over one insert stream.
+
+    Args:
+      channel_getter: Returns the ``grpc.aio.Channel`` to open streams on; called on
+        the transport's loop.
+      loop: The event loop the stream task runs on.
+      max_request_bytes: The most chunk bytes in one request.
+    """
+
+    def __init__(
+        self,
+        channel_getter: Callable[[], grpc.aio.Channel],
+        loop: asyncio.AbstractEventLoop,
+        max_request_bytes: int = 32 * 2**20,
+    ) -> None:
+        self._channel_getter = channel_getter
+        self._loop = loop
+        self._max_request_bytes = max_request_bytes
+        self._writer: Any = None
+        self._wakeup: asyncio.Event | None = None
+        self._notify_scheduled = False
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._error: errors.ReverbError | None = None
+        self._confirm_waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    # ------------------------------------------------------------ wiring
+
+    def attach(self, writer: Any) -> None:
+        """Connects the transport to its writer (before the first notify)."""
+        self._writer = writer
+        if hasattr(writer, "add_pending_listener"):
+            writer.add_pending_listener(self._on_pending_changed)
+
+    def _on_loop(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
+
+    # ------------------------------------------------------------ WriterTransport
+
+    def notify(self) -> None:
+        """New data is ready: wake the stream task (cheap; callable from any thread)."""
+        if self._closed:
+            return
+        if self._on_loop():
+            self._wake()
+            return
+        if self._notify_scheduled:
+            return
+        self._notify_scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._wake)
+        except RuntimeError:  # The loop is closed: the process is shutting down.
+            self._notify_scheduled = False
+
+    def _wake(self) -> None:
+        self._notify_scheduled = False
+        if self._closed:
+            return
+        if self._wakeup is None:
+            self._wakeup = asyncio.Event()
+        self._wakeup.set()
+        if self._task is None or self._task.done():
+            self._task = self._loop.create_task(self._run())
+
+    def wait_confirmed(self, max_pending: int, timeout: float | None) -> bool:
+        """Blocks the calling thread until at most ``max_pending`` items are unconfirmed.
+
+        Returns:
+          False if ``timeout`` seconds passed first.
+
+        Raises:
+          ReverbError: the stream failed for good.
+        """
+        if self._on_loop():
+            raise errors.UsageError(
+                "A blocking writer cannot wait on its own event loop; use the asyncio client."
+            )
+        done = self._writer.wait_until_pending_at_most(max_pending, timeout)
+        self._raise_if_failed()
+        return bool(done)
+
+    async def wait_confirmed_async(self, max_pending: int, timeout: float | None) -> bool:
+        """Waits (without blocking the loop) until at most ``max_pending`` are unconfirmed."""
+        self._raise_if_failed()
+        if self._writer.num_pending_items() <= max_pending:
+            return True
+        future: asyncio.Future[None] = self._loop.create_future()
+        entry = (max_pending, future)
+        self._confirm_waiters.append(entry)
+        try:
+            if timeout is None:
+                await future
+            else:
+                await asyncio.wait_for(asyncio.shield(future), timeout)
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            if entry in self._confirm_waiters:
+                self._confirm_waiters.remove(entry)
+        self._raise_if_failed()
+        return True
+
+    def _on_pending_changed(self) -> None:
+        if not self._confirm_waiters:
+            return
+        if self._on_loop():
+            self._release_waiters()
+        else:
+            self._loop.call_soon_threadsafe(self._release_waiters)
+
+    def _release_waiters(self) -> None:
+        pending = self._writer.num_pending_items()
+        for max_pending, future in list(self._confirm_waiters):
+            if not future.done() and (pending <= max_pending or self._error is not None):
+                future.set_result(None)
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def close(self) -> None:
+        """Stops the stream; unsent items are dropped. Idempotent, any thread."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._on_loop():
+            self._cancel()
+        else:
+            try:
+                self._loop.call_soon_threadsafe(self._cancel)
+            except RuntimeError:
+                pass
+
+    def _cancel(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        for _, future in self._confirm_waiters:
+            if not future.done():
+                future.cancel()
+
+    # ------------------------------------------------------------ the stream task
+
+    async def _run(self) -> None:
+        backoff = _MIN_BACKOFF
+        first = True
+        while not self._closed:
+            if not first:
+                self._writer.resend_all()
+            first = False
+            started = time.monotonic()
+            try:
+                await self._stream()
+                return
+            except grpc.aio.AioRpcError as error:
+                if error.code() in _RETRYABLE and not self._closed:
+                    if time.monotonic() - started >= _STABLE_STREAM_SECONDS:
+                        backoff = _MIN_BACKOFF
+                    _logger.debug("insert stream %s; reconnecting in %.3fs", error.code(), backoff)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, _MAX_BACKOFF)
+                    continue
+                self._fail(error_from_rpc(error))
+                return
+            except errors.ReverbError as error:
+                self._fail(error)
+                return
+
+    def _fail(self, error: errors.ReverbError) -> None:
+        self._error = error
+        self._writer.fail(error)
+        self._release_waiters()
+
+    async def _stream(self) -> None:
+        assert self._wakeup is not None
+        call = self._channel_getter().stream_stream(
+            INSERT_STREAM_PATH,
+            request_serializer=reverb_service_pb2.InsertStreamRequest.SerializeToString,
+            response_deserializer=reverb_service_pb2.InsertStreamResponse.FromString,
+        )()
+        reader = asyncio.ensure_future(self._read_confirmations(call))
+        waiter: asyncio.Future[Any] | None = None
+        try:
+            while True:
+                batch = self._writer.take_outgoing(self._max_request_bytes)
+                if batch is None:
+                    if reader.done():
+                        reader.result()
+                        return
+                    self._wakeup.clear()
+                    waiter = asyncio.ensure_future(self._wakeup.wait())
+                    done, _ = await asyncio.wait(
+                        {waiter, reader}, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    if reader in done:
+                        reader.result()  # Raises the stream's error.
+                        return
+                    continue
+                request = reverb_service_pb2.InsertStreamRequest(
+                    chunks=batch.chunks, items=batch.items, keep_chunk_keys=batch.keep_chunk_keys
+                )
+                await call.write(request)
+        finally:
+            if waiter is not None and not waiter.done():
+                waiter.cancel()
+            if not reader.done():
+                reader.cancel()
+                call.cancel()
+
+    async def _read_confirmations(self, call: Any) -> None:
+        while True:
+            response = await call.read()
+            if response is grpc.aio.EOF:
+                code = await call.code()
+                if code != grpc.StatusCode.OK:
+                    raise errors.UnavailableError(f"insert stream ended with {code}")
+                return
+            self._writer.confirm(response.keys)
+            self._release_waiters()
+

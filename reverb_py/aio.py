@@ -1,0 +1,283 @@
+"""The asyncio client: Reverb's client operations as coroutines.
+
+Many actor coroutines can share one :class:`Client`. A client belongs to the event loop
+it is first used on (gRPC's asyncio channels do); use one client per loop.
+
+Example::
+
+    client = reverb_py.aio.Client("localhost:8000")
+    async with await client.trajectory_writer(num_keep_alive_refs=2) as writer:
+        writer.append({"obs": obs})
+        writer.create_item("my_table", 1.0, {"obs": writer.history["obs"][-1]})
+        await writer.flush()
+    async for sample in client.sample("my_table", num_samples=8):
+        ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import grpc
+
+from reverb_py import errors
+from reverb_py._proto import reverb_service_pb2, schema_pb2
+from reverb_py._sampling import sample_stream, to_replay_samples
+from reverb_py._status import error_from_rpc
+from reverb_py.replay_sample import ReplaySample
+from reverb_py.reverb_types import TableInfo
+
+__all__ = ["Client", "channel_options"]
+
+_PATH = "/deepmind.reverb.ReverbService/"
+
+
+def channel_options() -> list[tuple[str, Any]]:
+    """Reverb's client channel settings: round robin, unlimited sizes, 30 s backoff."""
+    return [
+        ("grpc.lb_policy_name", "round_robin"),
+        ("grpc.max_send_message_length", -1),
+        ("grpc.max_receive_message_length", -1),
+        ("grpc.max_reconnect_backoff_ms", 30_000),
+        ("grpc.enable_retries", 0),
+    ]
+
+
+class Client:
+    """An asyncio client of a reverb_py or Reverb server.
+
+    Args:
+      server_address: ``host:port``, or any gRPC target (``dns:///...``, ``ipv4:a,b``)
+        to spread calls over several servers.
+
+    Construction never blocks or connects; the connection is made on first use.
+    """
+
+    def __init__(self, server_address: str) -> None:
+        self._server_address = server_address
+        self._channel: grpc.aio.Channel | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._signatures: dict[str, Any] | None = None
+
+    @property
+    def server_address(self) -> str:
+        return self._server_address
+
+    def __repr__(self) -> str:
+        return f"reverb_py.aio.Client, server_address={self._server_address}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._server_address,))
+
+    def channel(self) -> grpc.aio.Channel:
+        """The gRPC channel of the running loop (created on first use)."""
+        loop = asyncio.get_running_loop()
+        if self._channel is None or self._loop is not loop:
+            self._channel = grpc.aio.insecure_channel(
+                self._server_address, options=channel_options()
+            )
+            self._loop = loop
+        return self._channel
+
+    async def close(self) -> None:
+        """Closes the channel; open streams are cancelled. Idempotent."""
+        if self._channel is not None:
+            channel, self._channel = self._channel, None
+            await channel.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def _unary(
+        self,
+        method: str,
+        request: Any,
+        response_cls: Any,
+        *,
+        timeout: float | None = None,
+        wait_for_ready: bool = True,
+    ) -> Any:
+        call = self.channel().unary_unary(
+            _PATH + method,
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=response_cls.FromString,
+        )
+        try:
+            return await call(request, timeout=timeout, wait_for_ready=wait_for_ready)
+        except grpc.aio.AioRpcError as error:
+            raise error_from_rpc(error) from None
+
+    # ------------------------------------------------------------ unary calls
+
+    async def server_info(self, timeout: float | None = None) -> dict[str, TableInfo]:
+        """The tables of the server, by name. Waits for the server to be reachable.
+
+        Args:
+          timeout: Seconds to wait; None or 0 waits forever.
+
+        Raises:
+          DeadlineExceededError: the timeout passed first.
+        """
+        try:
+            response = await self._unary(
+                "ServerInfo",
+                reverb_service_pb2.ServerInfoRequest(),
+                reverb_service_pb2.ServerInfoResponse,
+                timeout=timeout or None,
+            )
+        except errors.DeadlineExceededError:
+            raise errors.DeadlineExceededError(
+                f"ServerInfo call did not complete within provided timeout of {timeout}s"
+            ) from None
+        infos = {info.name: TableInfo.from_proto(info) for info in response.table_info}
+        if self._signatures is None:
+            self._signatures = {name: info.signature for name, info in infos.items()}
+        return infos
+
+    async def mutate_priorities(
+        self,
+        table: str,
+        updates: Mapping[int, float] | None = None,
+        deletes: Sequence[int] | None = None,
+    ) -> None:
+        """Updates priorities and deletes items of ``table``; unknown keys are ignored."""
+        request = reverb_service_pb2.MutatePrioritiesRequest(table=table)
+        if updates:
+            request.updates.extend(
+                schema_pb2.KeyWithPriority(key=key, priority=priority)
+                for key, priority in updates.items()
+            )
+        if deletes:
+            request.delete_keys.extend(deletes)
+        await self._unary(
+            "MutatePriorities", request, reverb_service_pb2.MutatePrioritiesResponse
+        )
+
+    async def reset(self, table: str) -> None:
+        """Removes every item of ``table`` and resets its rate limiter."""
+        await self._unary(
+            "Reset", reverb_service_pb2.ResetRequest(table=table), reverb_service_pb2.ResetResponse
+        )
+
+    async def checkpoint(self) -> str:
+        """Asks the server to write a checkpoint; returns its path. Fails fast."""
+        response = await self._unary(
+            "Checkpoint",
+            reverb_service_pb2.CheckpointRequest(),
+            reverb_service_pb2.CheckpointResponse,
+            wait_for_ready=False,
+        )
+        return str(response.checkpoint_path)
+
+    # ------------------------------------------------------------ sampling
+
+    async def sample(
+        self,
+        table: str,
+        num_samples: int = 1,
+        *,
+        emit_timesteps: bool = True,
+        unpack_as_table_signature: bool = False,
+        rate_limiter_timeout_ms: int | None = None,
+    ) -> AsyncIterator[ReplaySample | list[ReplaySample]]:
+        """Yields ``num_samples`` samples of ``table`` (an async iterator).
+
+        All samples are asked for in one request; the server packs many per response.
+        Waits while the rate limiter forbids sampling, at most
+        ``rate_limiter_timeout_ms`` when given.
+
+        Yields:
+          With ``emit_timesteps`` (the default) a list of :class:`ReplaySample`, one per
+          time step; otherwise one :class:`ReplaySample` with the whole trajectory.
+        """
+        signature = None
+        if unpack_as_table_signature:
+            signature = await self._table_signature(table)
+        async for info, columns in sample_stream(
+            self.channel(), table, num_samples, rate_limiter_timeout_ms
+        ):
+            yield to_replay_samples(
+                info, columns, emit_timesteps=emit_timesteps, signature=signature
+            )
+
+    async def _table_signature(self, table: str) -> Any:
+        if self._signatures is None:
+            await self.server_info()
+        assert self._signatures is not None
+        if table not in self._signatures:
+            raise errors.InvalidArgumentError(
+                f'Could not find table "{table}". The following tables exists: '
+                f"{', '.join(sorted(self._signatures))}"
+            )
+        return self._signatures[table]
+
+    # ------------------------------------------------------------ writing
+
+    async def insert(self, data: Any, priorities: Mapping[str, float]) -> None:
+        """Inserts one step of ``data`` as an item of every table in ``priorities``.
+
+        The data is sent once and shared by the items. Returns when the server has
+        confirmed every item (a full queue makes this wait).
+        """
+        if not priorities:
+            raise errors.InvalidArgumentError("priorities must contain at least one item")
+        writer = await self.trajectory_writer(1, validate_items=False)
+        try:
+            writer.append(data)
+            item = _last_step_of_every_column(writer)
+            for table, priority in priorities.items():
+                writer.create_item(table, priority, item)
+            await writer.flush()
+        finally:
+            await writer.close()
+
+    async def trajectory_writer(
+        self, num_keep_alive_refs: int, *, validate_items: bool = True
+    ) -> Any:
+        """A new :class:`reverb_py.trajectory_writer.AsyncTrajectoryWriter`.
+
+        With ``validate_items`` the server's tables and signatures are fetched first
+        (waiting for the server) and every item is checked against them.
+        """
+        from reverb_py import _internal_writer, trajectory_writer
+        from reverb_py._insert_transport import InsertTransport
+
+        if num_keep_alive_refs < 1:
+            raise ValueError(
+                f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer"
+            )
+        signatures = await self._flat_signatures() if validate_items else None
+        transport = InsertTransport(self.channel, asyncio.get_running_loop())
+        internal = _internal_writer.InternalTrajectoryWriter(
+            transport,
+            _internal_writer.AutoTunedChunkerOptions(num_keep_alive_refs),
+            signatures=signatures,
+        )
+        transport.attach(internal)
+        return trajectory_writer.AsyncTrajectoryWriter(internal, transport)
+
+    async def _flat_signatures(self) -> dict[str, Any]:
+        from reverb_py._signature import flatten_signature
+
+        infos = await self.server_info()
+        return {
+            name: (
+                [spec for _, spec in flatten_signature(info.signature)]
+                if info.signature is not None
+                else None
+            )
+            for name, info in infos.items()
+        }
+
+
+def _last_step_of_every_column(writer: Any) -> Any:
+    """The trajectory of ``Client.insert``: each column's last step, with its time axis."""
+    from reverb_py._nest import map_structure
+
+    return map_structure(lambda column: column[-1:], writer.history)
+

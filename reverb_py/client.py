@@ -1,0 +1,254 @@
+"""The blocking client (Reverb's ``reverb.Client``) and the legacy ``Writer``.
+
+A blocking client runs the asyncio client on one background event-loop thread shared by
+every blocking client of the process, so it can be used from plain synchronous code and
+from many threads at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from reverb_py import aio, errors
+from reverb_py._loop_thread import LoopThread
+from reverb_py.replay_sample import ReplaySample
+from reverb_py.reverb_types import TableInfo
+
+__all__ = ["Client"]
+
+_shared_loop: LoopThread | None = None
+_shared_loop_lock = threading.Lock()
+
+
+def _loop_thread() -> LoopThread:
+    global _shared_loop
+    with _shared_loop_lock:
+        if _shared_loop is None:
+            _shared_loop = LoopThread(name="reverb_py-client")
+        return _shared_loop
+
+
+_DONE = object()
+
+
+class Client:
+    """A blocking client of a reverb_py or Reverb server.
+
+    Args:
+      server_address: ``host:port``, or any gRPC target (``dns:///...``, ``ipv4:a,b``)
+        to spread calls over several servers (round robin).
+
+    Construction never blocks. Clients pickle by address: an unpickled client makes a
+    new connection. Safe to share between threads.
+    """
+
+    def __init__(self, server_address: str) -> None:
+        self._server_address = server_address
+        self._loop_thread = _loop_thread()
+        self._client = aio.Client(server_address)
+
+    @property
+    def server_address(self) -> str:
+        return self._server_address
+
+    def __repr__(self) -> str:
+        return f"Client, server_address={self._server_address}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._server_address,))
+
+    def _run(self, coro: Any) -> Any:
+        return self._loop_thread.run(coro)
+
+    # ------------------------------------------------------------ unary calls
+
+    def server_info(self, timeout: float | None = None) -> dict[str, TableInfo]:
+        """The server's tables by name; waits for the server (``timeout`` seconds).
+
+        Raises:
+          DeadlineExceededError: the timeout passed first.
+        """
+        result: dict[str, TableInfo] = self._run(self._client.server_info(timeout))
+        return result
+
+    def mutate_priorities(
+        self,
+        table: str,
+        updates: Mapping[int, float] | None = None,
+        deletes: Sequence[int] | None = None,
+    ) -> None:
+        """Updates priorities and deletes items of ``table``; unknown keys are ignored."""
+        self._run(self._client.mutate_priorities(table, updates, deletes))
+
+    def reset(self, table: str) -> None:
+        """Removes every item of ``table`` and resets its rate limiter."""
+        self._run(self._client.reset(table))
+
+    def checkpoint(self) -> str:
+        """Asks the server to write a checkpoint; returns its path."""
+        path: str = self._run(self._client.checkpoint())
+        return path
+
+    def insert(self, data: Any, priorities: Mapping[str, float]) -> None:
+        """Inserts one step of ``data`` as an item in every table of ``priorities``.
+
+        Blocks until the server confirmed every item.
+        """
+        self._run(self._client.insert(data, priorities))
+
+    # ------------------------------------------------------------ sampling
+
+    def sample(
+        self,
+        table: str,
+        num_samples: int = 1,
+        *,
+        emit_timesteps: bool = True,
+        unpack_as_table_signature: bool = False,
+        rate_limiter_timeout_ms: int | None = None,
+    ) -> Iterator[ReplaySample | list[ReplaySample]]:
+        """A generator of ``num_samples`` samples of ``table``.
+
+        Nothing is requested before the first ``next()``. Blocks while the rate limiter
+        forbids sampling (at most ``rate_limiter_timeout_ms`` when given).
+
+        Yields:
+          With ``emit_timesteps`` (the default) a list of :class:`ReplaySample`, one per
+          time step; otherwise one :class:`ReplaySample` with the whole trajectory.
+        """
+        if num_samples < 1:
+            raise errors.InvalidArgumentError(f"num_samples must be >= 1, got {num_samples}.")
+        return self._sample(
+            table, num_samples, emit_timesteps, unpack_as_table_signature, rate_limiter_timeout_ms
+        )
+
+    def _sample(
+        self,
+        table: str,
+        num_samples: int,
+        emit_timesteps: bool,
+        unpack_as_table_signature: bool,
+        rate_limiter_timeout_ms: int | None,
+    ) -> Iterator[ReplaySample | list[ReplaySample]]:
+        results: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        stop = threading.Event()
+
+        async def pump() -> None:
+            try:
+                async for sample in self._client.sample(
+                    table,
+                    num_samples,
+                    emit_timesteps=emit_timesteps,
+                    unpack_as_table_signature=unpack_as_table_signature,
+                    rate_limiter_timeout_ms=rate_limiter_timeout_ms,
+                ):
+                    results.put(sample)
+                    if stop.is_set():
+                        return
+            except asyncio.CancelledError:
+                raise
+            except BaseException as error:  # noqa: BLE001 - handed to the consumer.
+                results.put(error)
+                return
+            results.put(_DONE)
+
+        future = self._loop_thread.submit(pump())
+        try:
+            while True:
+                item = results.get()
+                if item is _DONE:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            if not future.done():
+                future.cancel()
+
+    # ------------------------------------------------------------ writers
+
+    def trajectory_writer(self, num_keep_alive_refs: int, *, validate_items: bool = True) -> Any:
+        """A new :class:`reverb_py.TrajectoryWriter` streaming to this server.
+
+        With ``validate_items`` the server's tables and signatures are fetched first
+        (waiting for the server) and every item is checked against them.
+        """
+        from reverb_py import _internal_writer, trajectory_writer
+        from reverb_py._insert_transport import InsertTransport
+
+        if num_keep_alive_refs < 1:
+            raise ValueError(
+                f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer"
+            )
+        signatures = (
+            self._run(self._client._flat_signatures()) if validate_items else None
+        )
+        loop = self._loop_thread.loop
+        transport = InsertTransport(self._channel_on_loop, loop)
+        internal = _internal_writer.InternalTrajectoryWriter(
+            transport,
+            _internal_writer.AutoTunedChunkerOptions(num_keep_alive_refs),
+            signatures=signatures,
+        )
+        transport.attach(internal)
+        return trajectory_writer.TrajectoryWriter(internal)
+
+    def writer(
+        self,
+        max_sequence_length: int,
+        delta_encoded: bool = False,
+        chunk_length: int | None = None,
+        max_in_flight_items: int | None = 25,
+    ) -> Any:
+        """A legacy :class:`reverb_py.Writer` (one episode per writer).
+
+        Fetches the server's table signatures first (waiting for the server).
+
+        Raises:
+          ValueError: ``max_sequence_length < 1``, ``chunk_length`` outside
+            ``[1, max_sequence_length]`` or ``max_in_flight_items < 1``.
+        """
+        from reverb_py import _internal_writer
+        from reverb_py._insert_transport import InsertTransport
+        from reverb_py._legacy_writer import Writer
+
+        if max_sequence_length < 1:
+            raise ValueError(
+                f"max_sequence_length ({max_sequence_length}) must be a positive integer"
+            )
+        if chunk_length is None:
+            chunk_length = min(10, max_sequence_length)
+        if not 1 <= chunk_length <= max_sequence_length:
+            raise ValueError(
+                f"chunk_length ({chunk_length}) must be a positive integer le to "
+                f"max_sequence_length ({max_sequence_length})"
+            )
+        if max_in_flight_items is None:
+            max_in_flight_items = 1_000_000
+        if max_in_flight_items < 1:
+            raise ValueError(
+                f"max_in_flight_items ({max_in_flight_items}) must be a positive integer"
+            )
+        signatures = self._run(self._client._flat_signatures())
+        transport = InsertTransport(self._channel_on_loop, self._loop_thread.loop)
+        internal = _internal_writer.InternalTrajectoryWriter(
+            transport,
+            _internal_writer.ConstantChunkerOptions(chunk_length, max_sequence_length),
+            signatures=signatures,
+        )
+        transport.attach(internal)
+        return Writer(
+            internal,
+            max_sequence_length,
+            chunk_length=chunk_length,
+            max_in_flight_items=max_in_flight_items,
+            delta_encoded=delta_encoded,
+        )
+
+    def _channel_on_loop(self) -> Any:
+        return self._client.channel()

@@ -1,0 +1,262 @@
+"""Blocking and asyncio clients against a server over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+import reverb_py as reverb
+from reverb_py import errors
+
+
+def tables():
+    return [
+        reverb.Table(
+            name="my_table",
+            sampler=reverb.selectors.Uniform(),
+            remover=reverb.selectors.Fifo(),
+            max_size=1000,
+            rate_limiter=reverb.rate_limiters.MinSize(1),
+        ),
+        reverb.Table(
+            name="prio",
+            sampler=reverb.selectors.Prioritized(1.0),
+            remover=reverb.selectors.Fifo(),
+            max_size=1000,
+            rate_limiter=reverb.rate_limiters.MinSize(1),
+            signature={"obs": reverb.TensorSpec((None, 3), np.float32),
+                       "act": reverb.TensorSpec((None,), np.int64)},
+        ),
+        reverb.Table.queue("queue", 5),
+    ]
+
+
+@pytest.fixture(scope="module")
+def server():
+    server = reverb.Server(tables(), port=0)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def client(server):
+    for table in ("my_table", "prio", "queue"):
+        reverb.Client(f"localhost:{server.port}").reset(table)
+    return reverb.Client(f"localhost:{server.port}")
+
+
+def test_readme_quickstart_runs_unchanged() -> None:
+    server = reverb.Server(tables=[
+        reverb.Table(
+            name='my_table',
+            sampler=reverb.selectors.Uniform(),
+            remover=reverb.selectors.Fifo(),
+            max_size=100,
+            rate_limiter=reverb.rate_limiters.MinSize(1)),
+        ],
+    )
+    try:
+        client = server.localhost_client()
+        with client.trajectory_writer(num_keep_alive_refs=3) as writer:
+            writer.append({'a': 2, 'b': 12})
+            writer.append({'a': 3, 'b': 13})
+            writer.append({'a': 4, 'b': 14})
+            writer.create_item(
+                table='my_table',
+                priority=1.0,
+                trajectory={
+                    'a': writer.history['a'][:],
+                    'b': writer.history['b'][:],
+                })
+            writer.flush()
+        [sample] = list(client.sample('my_table', num_samples=1, emit_timesteps=False))
+        assert sample.info.key > 0 and sample.info.table_size == 1
+        a, b = sample.data
+        np.testing.assert_array_equal(a, [2, 3, 4])
+        np.testing.assert_array_equal(b, [12, 13, 14])
+        client.insert([0, 1], priorities={'my_table': 1.0})
+        assert server.tables[0].info.current_size == 2
+    finally:
+        server.stop()
+
+
+def test_repr_and_pickle(client) -> None:
+    assert repr(client) == f"Client, server_address={client.server_address}"
+    clone = pickle.loads(pickle.dumps(client))
+    assert clone.server_address == client.server_address
+    assert "my_table" in clone.server_info()
+
+
+def test_insert_into_several_tables_and_sample_all_dtypes(client, server) -> None:
+    data = {
+        "f32": np.arange(3, dtype=np.float32),
+        "i8": np.int8(-5),
+        "u64": np.uint64(2**64 - 1),
+        "f16": np.float16(1.5),
+        "c128": np.complex128(1 + 2j),
+        "b": True,
+        "s": b"bytes",
+        "u": "text",
+    }
+    client.insert(data, priorities={"my_table": 1.0, "queue": 2.0})
+    assert server.tables[0].info.current_size == 1
+    assert server.tables[2].info.current_size == 1
+    [sample] = list(client.sample("queue", 1, emit_timesteps=False))
+    values = dict(zip(sorted(data), sample.data))
+    for key, value in data.items():
+        got = values[key]
+        assert got.shape[0] == 1  # Client.insert stores a leading time axis of 1.
+        if key in ("s", "u"):
+            expected = value if isinstance(value, bytes) else value.encode()
+            assert got[0] == expected
+        else:
+            np.testing.assert_array_equal(got[0], value)
+            assert got.dtype == np.asarray(value).dtype
+    assert sample.info.priority == 2.0 and sample.info.times_sampled == 1
+
+
+def test_insert_requires_priorities(client) -> None:
+    with pytest.raises(ValueError):
+        client.insert([1], priorities={})
+
+
+def test_sample_emits_timesteps(client) -> None:
+    with client.trajectory_writer(num_keep_alive_refs=4) as writer:
+        for step in range(4):
+            writer.append({"x": np.float32(step), "y": np.arange(2) + step})
+        writer.create_item("my_table", 1.0, {
+            "x": writer.history["x"][:], "y": writer.history["y"][:]})
+    [steps] = list(client.sample("my_table", 1))
+    assert len(steps) == 4
+    assert [float(step.data[0]) for step in steps] == [0.0, 1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(steps[2].data[1], [2, 3])
+
+
+def test_signature_validation_and_unpacking(client, server) -> None:
+    info = client.server_info()
+    assert info["prio"].signature["obs"] == reverb.TensorSpec((None, 3), np.float32)
+    writer = client.trajectory_writer(2)
+    writer.append({"obs": np.zeros(3, np.float32), "act": np.int64(1)})
+    with pytest.raises(ValueError):
+        writer.create_item("prio", 1.0, {"obs": writer.history["act"][:],
+                                        "act": writer.history["obs"][:]})
+    with pytest.raises(ValueError, match="could not be found"):
+        writer.create_item("nope", 1.0, {"obs": writer.history["obs"][:]})
+    writer.create_item("prio", 1.0, {"obs": writer.history["obs"][:],
+                                    "act": writer.history["act"][:]})
+    writer.flush()
+    writer.close()
+    [sample] = list(client.sample("prio", 1, emit_timesteps=False,
+                                  unpack_as_table_signature=True))
+    assert set(sample.data) == {"obs", "act"}
+    assert sample.data["obs"].shape == (1, 3)
+
+
+def test_mutate_priorities_and_reset(client, server) -> None:
+    client.insert([1.0], priorities={"prio": 1.0})
+    client.insert([2.0], priorities={"prio": 1.0})
+    keys = [item.key for item in server.tables[1].items()]
+    client.mutate_priorities("prio", updates={keys[0]: 5.0, 12345: 1.0}, deletes=[keys[1]])
+    assert len(server.tables[1]) == 1 and server.tables[1].get(keys[0]).priority == 5.0
+    client.reset("prio")
+    assert len(server.tables[1]) == 0
+
+
+def test_errors_map_to_reverb_types(client) -> None:
+    with pytest.raises(RuntimeError, match="Priority table nope was not found"):
+        client.reset("nope")
+    with pytest.raises(errors.NotFoundError):
+        next(client.sample("nope", 1))
+    with pytest.raises(errors.DeadlineExceededError):
+        next(client.sample("queue", 1, rate_limiter_timeout_ms=10))
+    with pytest.raises(errors.UnimplementedError):
+        client.checkpoint()
+
+
+def test_server_info_timeout_on_unreachable_server() -> None:
+    client = reverb.Client("localhost:1")
+    with pytest.raises(reverb.DeadlineExceededError, match="ServerInfo call did not complete"):
+        client.server_info(timeout=0.2)
+
+
+def test_sample_is_lazy(client, server) -> None:
+    client.insert([1], priorities={"queue": 1.0})
+    samples = client.sample("queue", 1)
+    assert server.tables[2].info.current_size == 1  # Nothing requested yet.
+    next(samples)
+    assert server.tables[2].info.current_size == 0
+
+
+def test_many_writer_threads(client, server) -> None:
+    errors_seen: list[BaseException] = []
+
+    def actor(index: int) -> None:
+        try:
+            with client.trajectory_writer(2) as writer:
+                for step in range(20):
+                    writer.append({"v": np.int64(index * 100 + step)})
+                    writer.create_item("my_table", 1.0, {"v": writer.history["v"][-1]})
+                writer.flush()
+        except BaseException as error:  # noqa: BLE001
+            errors_seen.append(error)
+
+    threads = [threading.Thread(target=actor, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors_seen
+    assert server.tables[0].info.current_size == 160
+
+
+# ---------------------------------------------------------------- asyncio client
+
+
+async def test_async_actors_share_one_client(server) -> None:
+    client = reverb.aio.Client(f"localhost:{server.port}")
+    await client.reset("my_table")
+
+    async def actor(index: int) -> None:
+        writer = await client.trajectory_writer(2)
+        for step in range(10):
+            writer.append({"v": np.int64(index * 100 + step)})
+            writer.create_item("my_table", 1.0, {"v": writer.history["v"][-1]})
+        await writer.flush()
+        await writer.close()
+
+    await asyncio.gather(*(actor(i) for i in range(16)))
+    infos = await client.server_info()
+    assert infos["my_table"].current_size == 160
+    seen = set()
+    async for sample in client.sample("my_table", 50, emit_timesteps=False):
+        seen.add(int(sample.data[0]))
+    assert seen <= {i * 100 + s for i in range(16) for s in range(10)}
+    await client.insert({"a": 1}, priorities={"queue": 1.0})
+    await client.mutate_priorities("my_table", deletes=[1])
+    await client.close()
+
+
+async def test_async_sample_waits_without_blocking_the_loop(server) -> None:
+    client = reverb.aio.Client(f"localhost:{server.port}")
+    await client.reset("queue")
+
+    async def first_sample():
+        async for sample in client.sample("queue", 1, emit_timesteps=False):
+            return sample
+
+    waiting = asyncio.ensure_future(first_sample())
+    ticks = 0
+    while server.tables[2].num_pending_samples == 0:
+        ticks += 1
+        await asyncio.sleep(0.001)
+        assert ticks < 5000
+    await client.insert([7], priorities={"queue": 1.0})
+    sample = await waiting
+    assert int(sample.data[0][0]) == 7
+    await client.close()
