@@ -1,6 +1,7 @@
 # reverb_py: the two commands a user needs are `make run` and `make test`.
 #
-#   make test     create .venv, build the Cython modules, run the suite compiled, then pure
+#   make test     create .venv, build the Cython modules, run the suite compiled, then pure,
+#                 then the integration tests once more in asyncio debug mode
 #   make run      start the replay server daemon on localhost with the default table
 #   make build    (re)build the compiled modules in place
 #   make debug    build with bounds checks and line tracing, run the parity tests on it
@@ -27,6 +28,7 @@ build: $(VENV)/.installed
 test: build
 	REVERB_PY_REQUIRE_SPEEDUPS=1 $(PY) -m pytest $(PYTEST_ARGS)
 	REVERB_PY_NO_EXTENSIONS=1 $(PY) -m pytest $(PYTEST_ARGS)
+	PYTHONASYNCIODEBUG=1 $(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 debug: $(VENV)/.installed
 	REVERB_PY_DEBUG_BUILD=1 $(PY) setup.py --quiet build_ext --inplace --force

@@ -260,3 +260,29 @@ async def test_async_sample_waits_without_blocking_the_loop(server) -> None:
     sample = await waiting
     assert int(sample.data[0][0]) == 7
     await client.close()
+
+
+def test_blocking_sampler_gets_a_clean_error_when_the_server_stops() -> None:
+    server = reverb.Server([reverb.Table.queue("q", 1)])
+    client = server.localhost_client()
+    outcome: list[BaseException] = []
+
+    def sampler() -> None:
+        try:
+            next(client.sample("q", 1))
+        except BaseException as error:  # noqa: BLE001
+            outcome.append(error)
+
+    thread = threading.Thread(target=sampler)
+    thread.start()
+    table = server.tables[0]
+    for _ in range(6000):
+        if table.num_pending_samples:
+            break
+        thread.join(timeout=0.005)
+    assert table.num_pending_samples == 1
+    server.stop()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], reverb.ReverbError)
+    assert isinstance(outcome[0], RuntimeError)
