@@ -35,11 +35,11 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from reverb_py import errors, item_selectors, rate_limiters
-from reverb_py._proto import schema_pb2
+from reverb_py import _impl, errors, item_selectors, rate_limiters
+from reverb_py._proto import checkpoint_pb2, schema_pb2
 from reverb_py.reverb_types import SpecNest, TableInfo
 
-__all__ = ["Item", "SampledItem", "Table", "TableExtensionBase"]
+__all__ = ["Item", "SampledItem", "Table", "TableExtensionBase", "TableSnapshot"]
 
 _TIMEOUT_MESSAGE = "Rate Limiter: Timeout exceeded before the right to insert was acquired."
 _CLOSED_MESSAGE = "RateLimiter has been cancelled"
@@ -139,6 +139,23 @@ class SampledItem:
         )
 
 
+class TableSnapshot:
+    """A table's state at one moment: Reverb's ``PriorityTableCheckpoint`` and its items.
+
+    Attributes:
+      checkpoint: Settings, rate-limiter counters, signature and statistics.
+      items: Copies of the items in insertion order (sharing their chunk objects).
+    """
+
+    __slots__ = ("checkpoint", "items")
+
+    def __init__(
+        self, checkpoint: checkpoint_pb2.PriorityTableCheckpoint, items: list[Item]
+    ) -> None:
+        self.checkpoint = checkpoint
+        self.items = items
+
+
 class TableExtensionBase:
     """Base class of table extensions (kept for source compatibility with Reverb).
 
@@ -222,6 +239,24 @@ class Table:
         rate_limiter._bind(self)
         self._rate_limiter_config = rate_limiter
         self._limiter = rate_limiter.new_state()
+        self._set_selectors(sampler, remover)
+        self._items: dict[int, Item] = {}
+        self._episodes: collections.Counter[int] = collections.Counter()
+        self._num_deleted_episodes = 0
+        self._num_unique_samples = 0
+        self._random = random.Random(seed).random
+        self._insert_waiters: collections.deque[_Waiter] = collections.deque()
+        self._sample_waiters: collections.deque[_Waiter] = collections.deque()
+        self._closed = False
+        # Time accounting for TableWorkerTime (nanoseconds).
+        self._inserts_blocked_since = 0
+        self._samples_blocked_since = 0
+        self._inserts_blocked_ns = 0
+        self._samples_blocked_ns = 0
+
+    def _set_selectors(
+        self, sampler: item_selectors.ItemSelector, remover: item_selectors.ItemSelector
+    ) -> None:
         self._sampler_config = sampler
         self._remover_config = remover
         self._sampler = sampler.new_structure()
@@ -242,19 +277,6 @@ class Table:
             )
             if config._USES_PRIORITY
         )
-        self._items: dict[int, Item] = {}
-        self._episodes: collections.Counter[int] = collections.Counter()
-        self._num_deleted_episodes = 0
-        self._num_unique_samples = 0
-        self._random = random.Random(seed).random
-        self._insert_waiters: collections.deque[_Waiter] = collections.deque()
-        self._sample_waiters: collections.deque[_Waiter] = collections.deque()
-        self._closed = False
-        # Time accounting for TableWorkerTime (nanoseconds).
-        self._inserts_blocked_since = 0
-        self._samples_blocked_since = 0
-        self._inserts_blocked_ns = 0
-        self._samples_blocked_ns = 0
 
     # ------------------------------------------------------------------ constructors
 
@@ -791,6 +813,129 @@ class Table:
         self._episodes.clear()
         self._num_deleted_episodes = 0
         self._num_unique_samples = 0
+        if self._insert_waiters or self._sample_waiters:
+            self._pump()
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def snapshot(self) -> TableSnapshot:
+        """A consistent copy of the table's state, for a checkpoint.
+
+        Settings, rate-limiter counters and statistics go into Reverb's
+        ``PriorityTableCheckpoint``; items are copied (their chunks are shared, not
+        copied: chunk bytes never change) in insertion order. Runs in O(items) on the
+        table's loop, so the table is never seen half-changed.
+        """
+        checkpoint = checkpoint_pb2.PriorityTableCheckpoint(
+            table_name=self._name,
+            max_size=self._max_size,
+            max_times_sampled=self._max_times_sampled,
+            num_deleted_episodes=self._num_deleted_episodes,
+            num_unique_samples=self._num_unique_samples,
+        )
+        checkpoint.sampler.CopyFrom(self._sampler_config.options())
+        checkpoint.remover.CopyFrom(self._remover_config.options())
+        limiter = self._limiter
+        rl = checkpoint.rate_limiter
+        rl.samples_per_insert = limiter.samples_per_insert
+        rl.min_diff = limiter.min_diff
+        rl.max_diff = limiter.max_diff
+        rl.min_size_to_sample = limiter.min_size_to_sample
+        rl.sample_count = limiter.samples
+        rl.insert_count = limiter.inserts
+        rl.delete_count = limiter.deletes
+        if self._signature_proto is not None:
+            checkpoint.signature.CopyFrom(self._signature_proto)
+        items = [
+            Item(
+                item.key,
+                item.priority,
+                item.trajectory,
+                item.chunks,
+                item.episode_ids,
+                item.times_sampled,
+                item.inserted_at,
+            )
+            for item in self._items.values()
+        ]
+        items.sort(key=lambda item: item.inserted_at)
+        return TableSnapshot(checkpoint, items)
+
+    def restore(self, snapshot: TableSnapshot) -> None:
+        """Replaces this table's state with a snapshot's (Reverb's restore semantics).
+
+        Sampler, remover, ``max_size``, ``max_times_sampled``, the rate limiter (settings
+        and counters), the signature and the statistics come from the snapshot; the
+        constructor's settings are ignored, extensions are kept. Items go in in the
+        snapshot's order without touching the rate limiter.
+
+        Raises:
+          InvalidArgumentError: the snapshot is of another table or cannot be applied
+            (the table is then left empty).
+        """
+        checkpoint = snapshot.checkpoint
+        if checkpoint.table_name != self._name:
+            raise errors.InvalidArgumentError(
+                f"Checkpoint of table {checkpoint.table_name!r} cannot be restored into "
+                f"table {self._name!r}."
+            )
+        rl = checkpoint.rate_limiter
+        try:
+            config = rate_limiters.RateLimiter(
+                rl.samples_per_insert, rl.min_size_to_sample, rl.min_diff, rl.max_diff
+            )
+        except ValueError as error:
+            raise errors.InvalidArgumentError(
+                f"Checkpoint of table {self._name!r} has a bad rate limiter: {error}"
+            ) from None
+        config._bind(self)
+        sampler = item_selectors.selector_from_options(checkpoint.sampler)
+        remover = item_selectors.selector_from_options(checkpoint.remover)
+        if checkpoint.max_size <= 0:
+            raise errors.InvalidArgumentError(
+                f"Checkpoint of table {self._name!r} has max_size {checkpoint.max_size}."
+            )
+        self._items.clear()
+        self._episodes.clear()
+        self._max_size = int(checkpoint.max_size)
+        self._max_times_sampled = int(checkpoint.max_times_sampled)
+        self._rate_limiter_config = config
+        self._limiter = _impl.RateLimiterState(
+            rl.samples_per_insert,
+            rl.min_size_to_sample,
+            rl.min_diff,
+            rl.max_diff,
+            rl.insert_count,
+            rl.sample_count,
+            rl.delete_count,
+        )
+        self._set_selectors(sampler, remover)
+        if checkpoint.HasField("signature"):
+            from reverb_py._signature import decode_signature
+
+            self._signature_proto = checkpoint.signature
+            self._signature = decode_signature(checkpoint.signature)
+        else:
+            self._signature_proto = None
+            self._signature = None
+        self._num_deleted_episodes = int(checkpoint.num_deleted_episodes)
+        self._num_unique_samples = int(checkpoint.num_unique_samples)
+        try:
+            for item in snapshot.items:
+                self._check_item(item)
+                self._strict.insert(item.key, item.priority)
+                self._lax.insert(item.key, item.priority)
+                self._items[item.key] = item
+                for episode_id in item.episode_ids:
+                    self._episodes[episode_id] += 1
+        except errors.ReverbError as error:
+            self._items.clear()
+            self._episodes.clear()
+            self._sampler.clear()
+            self._remover.clear()
+            raise errors.InvalidArgumentError(
+                f"Checkpoint of table {self._name!r} has a bad item: {error}"
+            ) from None
         if self._insert_waiters or self._sample_waiters:
             self._pump()
 
