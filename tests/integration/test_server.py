@@ -359,3 +359,26 @@ def test_client_killed_mid_stream_releases_its_chunks(tmp_path) -> None:
         assert _service.live_chunk_count() == before
     finally:
         server.stop()
+
+
+def test_sample_info_encoding_matches_protobuf() -> None:
+    from reverb_py._service import _length_delimited, _sample_info
+    from reverb_py.table import Item, SampledItem
+
+    trajectory = item(1, "t", [5, 6]).flat_trajectory
+    for priority, times, probability, size, limited, inserted in [
+        (0.0, 0, 0.0, 0, False, 0),
+        (2.5, 3, 0.25, 17, True, 1_700_000_000_123_456_789),
+        (-1e300, 2**31 - 1, 1.0, 2**40, False, 999),
+    ]:
+        record = SampledItem(Item(2**64 - 1, priority, trajectory.SerializeToString(),
+                                  inserted_at=inserted),
+                             probability, size, priority, times, limited)
+        parsed = schema_pb2.SampleInfo.FromString(
+            _sample_info(_length_delimited(2, "tåble".encode()), record))
+        assert parsed.item.key == 2**64 - 1 and parsed.item.table == "tåble"
+        assert parsed.item.priority == priority and parsed.item.times_sampled == times
+        assert parsed.item.inserted_at.ToNanoseconds() == inserted
+        assert parsed.item.flat_trajectory == trajectory
+        assert (parsed.probability, parsed.table_size, parsed.rate_limited) == (
+            probability, size, limited)
