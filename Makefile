@@ -45,8 +45,10 @@ protos: $(VENV)/.installed
 		$$(cd protos && find reverb_py -name '*.proto' | sed 's|^|protos/|')
 
 bench: build
+	$(PY) -m pip install --quiet --no-build-isolation -e '.[bench]'
 	$(PY) -m benchmarks.structures
 	$(PY) -m benchmarks.table
+	$(PY) -m benchmarks.e2e
 
 clean:
 	rm -rf build $(VENV) *.egg-info _speedups/*.cpp _speedups/*.html

@@ -1,0 +1,149 @@
+"""Helpers shared by the benchmark scripts: machine info, timing, JSON output."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import pathlib
+import platform
+import statistics
+import sys
+from typing import Any
+
+RESULTS_DIR = pathlib.Path(__file__).resolve().parent / "results"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _version(module: str) -> str | None:
+    try:
+        mod = __import__(module)
+    except Exception:  # noqa: BLE001 - informational only
+        return None
+    return getattr(mod, "__version__", None)
+
+
+def machine_info() -> dict[str, Any]:
+    """Platform, CPU, cores, Python/numpy/Cython versions, date (UTC)."""
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = None
+    try:
+        load = list(os.getloadavg())
+    except (AttributeError, OSError):
+        load = None
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": affinity,
+        "loadavg_at_start": load,
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "numpy": _version("numpy"),
+        "cython": _version("Cython"),
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def implementation() -> str:
+    from reverb_py import _impl
+
+    return _impl.IMPLEMENTATION
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def write_json(path: str | os.PathLike[str], data: dict[str, Any]) -> pathlib.Path:
+    """Writes ``data`` atomically (through ``<path>.tmp``)."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def fmt_rate(value: float | None) -> str:
+    """Ops/s, human readable: 1.23M, 456k, 789."""
+    if value is None:
+        return "n/a"
+    if value >= 1e6:
+        return f"{value / 1e6:.2f}M"
+    if value >= 1e3:
+        return f"{value / 1e3:.0f}k"
+    return f"{value:.0f}"
+
+
+def dist_versions(names: tuple[str, ...]) -> dict[str, str | None]:
+    """Installed versions of the distributions ``names`` (None when not installed)."""
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def proc_status_kib(pid: int, field: str = "VmRSS") -> int | None:
+    """``field`` (``VmRSS``, ``VmHWM``, ...) of ``/proc/<pid>/status`` in KiB, Linux only."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def proc_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of process ``pid`` (all its threads), from ``/proc/<pid>/stat``."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(")") + 2:].split()  # fields from #3 (state) on
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def thread_cpu_seconds() -> dict[str, float]:
+    """CPU seconds of each thread of this process, by Python thread name (threads Python
+    does not know, e.g. gRPC's C threads, are summed as ``"other"``). Linux only."""
+    import threading
+
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict[str, float] = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        name = names.get(int(tid), "other")
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
