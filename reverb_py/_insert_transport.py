@@ -21,7 +21,7 @@ import grpc
 
 from reverb_py import errors
 from reverb_py._proto import reverb_service_pb2
-from reverb_py._status import error_from_rpc
+from reverb_py._status import error_for_status, error_from_rpc
 
 __all__ = ["InsertTransport", "INSERT_STREAM_PATH"]
 
@@ -33,6 +33,15 @@ _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 _MIN_BACKOFF = 0.001
 _MAX_BACKOFF = 1.0
 _STABLE_STREAM_SECONDS = 2.0
+
+
+class _StreamEnded(Exception):
+    """The insert stream ended with a status (seen where no ``AioRpcError`` is raised)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str | None) -> None:
+        super().__init__(code, details)
+        self.code = code
+        self.details = details or str(code)
 
 
 class InsertTransport:
@@ -202,8 +211,20 @@ class InsertTransport:
                     continue
                 self._fail(error_from_rpc(error))
                 return
+            except _StreamEnded as ended:
+                if ended.code in _RETRYABLE and not self._closed:
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, _MAX_BACKOFF)
+                    continue
+                self._fail(error_for_status(ended.code, ended.details))
+                return
             except errors.ReverbError as error:
                 self._fail(error)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - a writer must never hang.
+                self._fail(errors.InternalError(f"insert stream failed: {error!r}"))
                 return
 
     def _fail(self, error: errors.ReverbError) -> None:
@@ -239,7 +260,11 @@ class InsertTransport:
                 request = reverb_service_pb2.InsertStreamRequest(
                     chunks=batch.chunks, items=batch.items, keep_chunk_keys=batch.keep_chunk_keys
                 )
-                await call.write(request)
+                try:
+                    await call.write(request)
+                except asyncio.InvalidStateError:
+                    # The call already ended (e.g. the server went away): report its status.
+                    raise _StreamEnded(await call.code(), await call.details()) from None
         finally:
             if waiter is not None and not waiter.done():
                 waiter.cancel()
@@ -253,7 +278,7 @@ class InsertTransport:
             if response is grpc.aio.EOF:
                 code = await call.code()
                 if code != grpc.StatusCode.OK:
-                    raise errors.UnavailableError(f"insert stream ended with {code}")
+                    raise _StreamEnded(code, await call.details())
                 return
             self._writer.confirm(response.keys)
             self._release_waiters()

@@ -7,6 +7,7 @@ response. Chunks are decoded once per stream and kept in a small cache
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from reverb_py import _codec, errors
 from reverb_py._proto import reverb_service_pb2, schema_pb2
-from reverb_py._status import error_from_rpc
+from reverb_py._status import error_for_status, error_from_rpc
 from reverb_py.replay_sample import ReplaySample, SampleInfo
 
 __all__ = ["SAMPLE_STREAM_PATH", "sample_stream", "to_replay_samples"]
@@ -84,6 +85,9 @@ async def sample_stream(
                     info = None
     except grpc.aio.AioRpcError as error:
         raise error_from_rpc(error) from None
+    except asyncio.InvalidStateError:
+        # The call already ended (e.g. the server went away): report its status.
+        raise error_for_status(await call.code(), await call.details() or "") from None
     finally:
         call.cancel()
 
