@@ -3,7 +3,15 @@
 ``import reverb_py as reverb`` gives Reverb's public names. This module only re-exports.
 """
 
-from reverb_py import aio, errors, item_selectors, rate_limiters, reverb_types, selectors
+from reverb_py import (
+    aio,
+    checkpointers,
+    errors,
+    item_selectors,
+    rate_limiters,
+    reverb_types,
+    selectors,
+)
 from reverb_py._impl import IMPLEMENTATION
 from reverb_py._legacy_writer import Writer
 from reverb_py.client import Client
@@ -30,6 +38,7 @@ __all__ = [
     "TrajectoryWriter",
     "Writer",
     "aio",
+    "checkpointers",
     "errors",
     "item_selectors",
     "rate_limiters",

@@ -6,6 +6,10 @@ the address and the tables::
 
     host = "localhost"      # "0.0.0.0" or "[::]" to accept other machines
     port = 8000
+    checkpoint_dir = "/var/lib/replay"   # load the newest checkpoint at start, save here
+    checkpoint_interval_seconds = 600    # also save periodically (optional)
+    checkpoint_on_shutdown = true        # and once more on SIGINT/SIGTERM (optional)
+    keep_checkpoints = 2                 # how many complete checkpoints to keep (default 1)
 
     [[tables]]
     name = "replay"
@@ -21,7 +25,10 @@ Selector kinds: ``uniform``, ``prioritized`` (``priority_exponent``), ``fifo``, 
 ``sample_to_insert_ratio`` (``samples_per_insert``, ``min_size_to_sample``,
 ``error_buffer`` as a number or ``[min_diff, max_diff]``), ``queue`` / ``stack``
 (``size``), ``custom`` (``samples_per_insert``, ``min_size_to_sample``, ``min_diff``,
-``max_diff``). A bad config is refused with a message naming the field.
+``max_diff``). A bad config is refused with a message naming the field. With
+``checkpoint_dir`` the newest complete checkpoint there is loaded at start (its tables
+must be configured), ``Client.checkpoint()`` writes there, and the interval and shutdown
+options add periodic and final checkpoints.
 """
 
 from __future__ import annotations
@@ -207,8 +214,48 @@ def load_config(path: str) -> dict[str, Any]:
         raise ConfigError(f"cannot read config {path}: {error.strerror}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config {path} is not valid TOML: {error}") from None
-    _check_keys(config, ["host", "port", "tables"], "config")
+    _check_keys(config, ["host", "port", "tables", "checkpoint_dir",
+                         "checkpoint_interval_seconds", "checkpoint_on_shutdown",
+                         "keep_checkpoints"], "config")
     return config
+
+
+class CheckpointSettings:
+    """The daemon's checkpoint options, checked."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.directory: str | None = _field(config, "checkpoint_dir", "config", str, None)
+        interval = _field(config, "checkpoint_interval_seconds", "config", (int, float), None)
+        if interval is not None and interval <= 0:
+            raise ConfigError(
+                f"config.checkpoint_interval_seconds: must be positive, got {interval}"
+            )
+        self.interval: float | None = None if interval is None else float(interval)
+        self.on_shutdown: bool = _field(config, "checkpoint_on_shutdown", "config", bool, False)
+        self.keep: int = _field(config, "keep_checkpoints", "config", int, 1)
+        if self.keep < 1:
+            raise ConfigError(f"config.keep_checkpoints: must be at least 1, got {self.keep}")
+        if self.directory is None and (self.interval is not None or self.on_shutdown):
+            raise ConfigError(
+                "config.checkpoint_dir: needed by checkpoint_interval_seconds and "
+                "checkpoint_on_shutdown"
+            )
+
+    def checkpointer(self) -> Any:
+        if self.directory is None:
+            return None
+        from reverb_py.checkpointers import DefaultCheckpointer
+
+        return DefaultCheckpointer(self.directory, keep=self.keep)
+
+
+def _checkpoint(server: Server, reason: str) -> None:
+    try:
+        path = server.checkpoint()
+    except Exception as error:  # noqa: BLE001 - keep serving; the log says why.
+        _logger.error("%s checkpoint failed: %s", reason, error)
+    else:
+        _logger.info("%s checkpoint written to %s", reason, path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -227,12 +274,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         port = args.port if args.port is not None else _field(
             config, "port", "config", int, DEFAULT_PORT)
         tables = tables_from_config(config)
+        checkpoints = CheckpointSettings(config)
     except ConfigError as error:
         print(f"reverb_py.server: bad config: {error}", file=sys.stderr)
         return 2
     try:
-        server = Server(tables, port=port, host=host)
-    except ValueError as error:
+        server = Server(tables, port=port, host=host, checkpointer=checkpoints.checkpointer())
+    except (ValueError, OSError) as error:
         print(f"reverb_py.server: {error}", file=sys.stderr)
         return 1
     stop = threading.Event()
@@ -246,7 +294,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _logger.info("serving on %s (implementation: %s)", server.address, _impl.IMPLEMENTATION)
     for table in tables:
         _logger.info("table %r", table)
-    stop.wait()
+    while not stop.wait(checkpoints.interval):
+        _checkpoint(server, "periodic")
+    if checkpoints.on_shutdown:
+        _checkpoint(server, "shutdown")
     server.stop(grace=1.0)
     _logger.info("stopped")
     return 0

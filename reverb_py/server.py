@@ -5,6 +5,7 @@ Run it as a daemon with ``python -m reverb_py.server`` (see :mod:`reverb_py._dae
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from reverb_py.client import Client
 
 __all__ = ["Server"]
+
+_logger = logging.getLogger("reverb_py")
 
 _UNLIMITED = [
     ("grpc.max_send_message_length", -1),
@@ -38,13 +41,18 @@ class Server:
     Args:
       tables: The tables to serve; at least one, with distinct names.
       port: The port to listen on; None or 0 picks a free one (see :attr:`port`).
-      checkpointer: Not supported yet; must be None.
+      checkpointer: Where ``Client.checkpoint()`` writes checkpoints, and where the
+        newest complete checkpoint (or the checkpointer's fallback) is loaded from at
+        start, replacing the state of the tables it names. None: a
+        :func:`reverb_py.checkpointers.default_checkpointer` (a fresh temporary
+        directory, so nothing is loaded).
       host: The interface to bind. Defaults to ``localhost``: unlike Reverb, which binds
         every interface, the server is reachable only from this machine unless told
         otherwise (``"[::]"`` or ``"0.0.0.0"`` for every interface).
 
     Raises:
-      ValueError: no tables, duplicate table names, or the port cannot be bound.
+      ValueError: no tables, duplicate table names, the port cannot be bound, or the
+        checkpoint to load names a table the server does not have.
     """
 
     def __init__(
@@ -63,9 +71,11 @@ class Server:
             raise ValueError(
                 f"Multiple items in tables have the same name: {', '.join(duplicates)}"
             )
-        if checkpointer is not None:
-            raise ValueError("Checkpointers are not supported by this server yet.")
+        from reverb_py import checkpointers
+
+        self._checkpointer = checkpointer or checkpointers.default_checkpointer()
         self._tables = list(tables)
+        self._restore(self._tables, self._checkpointer)
         self._host = host
         self._stopped = threading.Event()
         self._stop_lock = threading.Lock()
@@ -76,9 +86,36 @@ class Server:
             self._loop_thread.stop()
             raise
 
+    @staticmethod
+    def _restore(tables: Sequence[Table], checkpointer: Any) -> None:
+        from reverb_py._service import parse_chunk
+
+        loaded = checkpointer.load_latest(parse_chunk)
+        if loaded is None:
+            return
+        path, snapshots = loaded
+        by_name = {table.name: table for table in tables}
+        for snapshot in snapshots:
+            name = snapshot.checkpoint.table_name
+            if name not in by_name:
+                raise ValueError(
+                    f"Checkpoint {path} holds table '{name}', which this server does not "
+                    f"have (tables: {', '.join(sorted(by_name))})."
+                )
+        for snapshot in snapshots:
+            by_name[snapshot.checkpoint.table_name].restore(snapshot)
+        _logger.info("loaded checkpoint %s (%d tables)", path, len(snapshots))
+
+    @property
+    def checkpointer(self) -> Any:
+        return self._checkpointer
+
     async def _start(self, host: str, port: int) -> int:
         self._grpc_server = grpc.aio.server(options=_UNLIMITED)
-        servicer = ReverbServicer({table.name: table for table in self._tables})
+        servicer = ReverbServicer(
+            {table.name: table for table in self._tables}, checkpointer=self._checkpointer
+        )
+        self._servicer = servicer
         self._grpc_server.add_generic_rpc_handlers((servicer.handler(),))
         try:
             bound = self._grpc_server.add_insecure_port(f"{host}:{port}")
@@ -102,6 +139,15 @@ class Server:
     @property
     def tables(self) -> list[Table]:
         return list(self._tables)
+
+    def checkpoint(self) -> str:
+        """Writes a checkpoint of every table with the server's checkpointer.
+
+        Returns:
+          The path of the checkpoint directory. Serving goes on while it is written.
+        """
+        path: str = self._loop_thread.run(self._servicer.checkpoint())
+        return path
 
     def stop(self, grace: float | None = None) -> None:
         """Stops serving. Idempotent; safe from any thread but the server's own.

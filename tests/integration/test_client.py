@@ -175,8 +175,6 @@ def test_errors_map_to_reverb_types(client) -> None:
         next(client.sample("nope", 1))
     with pytest.raises(errors.DeadlineExceededError):
         next(client.sample("queue", 1, rate_limiter_timeout_ms=10))
-    with pytest.raises(errors.UnimplementedError):
-        client.checkpoint()
 
 
 def test_server_info_timeout_on_unreachable_server() -> None:
@@ -286,3 +284,70 @@ def test_blocking_sampler_gets_a_clean_error_when_the_server_stops() -> None:
     assert not thread.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], reverb.ReverbError)
     assert isinstance(outcome[0], RuntimeError)
+
+
+def test_checkpoint_round_trip_through_the_server(tmp_path) -> None:
+    checkpointer = reverb.checkpointers.DefaultCheckpointer(str(tmp_path))
+    server = reverb.Server(tables(), checkpointer=checkpointer)
+    try:
+        client = server.localhost_client()
+        client.insert({"x": np.arange(3, dtype=np.float32)}, priorities={"prio": 2.0, "queue": 1.0})
+        path = client.checkpoint()
+        assert path.startswith(str(tmp_path)) and (tmp_path / path.split("/")[-1] / "DONE").exists()
+    finally:
+        server.stop()
+    restored = reverb.Server(tables(), checkpointer=reverb.checkpointers.DefaultCheckpointer(
+        str(tmp_path)))
+    try:
+        client = restored.localhost_client()
+        info = client.server_info()
+        assert info["prio"].current_size == 1 and info["queue"].current_size == 1
+        [sample] = list(client.sample("prio", 1, emit_timesteps=False))
+        np.testing.assert_array_equal(sample.data[0], [np.arange(3, dtype=np.float32)])
+        assert sample.info.priority == 2.0
+    finally:
+        restored.stop()
+
+
+def test_checkpoint_naming_an_unknown_table_fails_server_start(tmp_path) -> None:
+    checkpointer = reverb.checkpointers.DefaultCheckpointer(str(tmp_path))
+    with reverb.Server([reverb.Table.queue("other", 1)], checkpointer=checkpointer) as server:
+        server.checkpoint()
+    with pytest.raises(ValueError, match="holds table 'other'"):
+        reverb.Server([reverb.Table.queue("q", 1)], checkpointer=checkpointer)
+
+
+def test_inserts_and_samples_proceed_while_a_checkpoint_is_written(tmp_path) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    class PausingCheckpointer(reverb.checkpointers.DefaultCheckpointer):
+        def save(self, snapshots, progress=None):
+            def hold(*_progress):
+                started.set()
+                assert release.wait(60)
+            return super().save(snapshots, progress=hold)
+
+    server = reverb.Server(tables(), checkpointer=PausingCheckpointer(str(tmp_path)))
+    try:
+        client = server.localhost_client()
+        client.insert([1], priorities={"my_table": 1.0})
+        result: list[str] = []
+        saver = threading.Thread(target=lambda: result.append(client.checkpoint()))
+        saver.start()
+        assert started.wait(60)  # The save is now paused half-way, off the event loop.
+        client.insert([2], priorities={"my_table": 1.0})
+        assert len(list(client.sample("my_table", 5))) == 5
+        assert server.tables[0].info.current_size == 2
+        release.set()
+        saver.join(timeout=60)
+        assert result and (tmp_path / result[0].split("/")[-1] / "DONE").exists()
+    finally:
+        release.set()
+        server.stop()
+    # The checkpoint holds the state at the moment it was taken: one item.
+    restored = reverb.Server(tables(), checkpointer=reverb.checkpointers.DefaultCheckpointer(
+        str(tmp_path)))
+    try:
+        assert restored.tables[0].info.current_size == 1
+    finally:
+        restored.stop()

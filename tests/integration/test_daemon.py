@@ -111,3 +111,58 @@ def test_bad_config_is_refused_naming_the_field(tmp_path, text, field) -> None:
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 2, output
     assert field in output, output
+
+
+def test_daemon_checkpoints_on_shutdown_and_restores_at_start(tmp_path) -> None:
+    config = tmp_path / "server.toml"
+    checkpoints = tmp_path / "ckpt"
+    config.write_text(
+        f'port = 0\ncheckpoint_dir = "{checkpoints}"\ncheckpoint_on_shutdown = true\n'
+        'keep_checkpoints = 2\n'
+        '[[tables]]\nname = "replay"\nmax_size = 10\nsampler = {kind = "uniform"}\n'
+        'remover = {kind = "fifo"}\nrate_limiter = {kind = "min_size", min_size_to_sample = 1}\n'
+    )
+    import reverb_py
+
+    process = start("--config", str(config))
+    try:
+        address = read_address(process)
+        reverb_py.Client(address).insert([1.0], priorities={"replay": 1.0})
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=60)
+        assert process.returncode == 0, output
+        assert "shutdown checkpoint written to" in output
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    process = start("--config", str(config))
+    try:
+        address = read_address(process)
+        info = reverb_py.Client(address).server_info(timeout=30)
+        assert info["replay"].current_size == 1
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert len([p for p in checkpoints.iterdir() if (p / "DONE").exists()]) == 2
+
+
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ('checkpoint_interval_seconds = 0\ncheckpoint_dir = "x"', "checkpoint_interval_seconds"),
+        ('checkpoint_on_shutdown = true', "config.checkpoint_dir"),
+        ('keep_checkpoints = 0\ncheckpoint_dir = "x"', "config.keep_checkpoints"),
+        ('checkpoint_dir = 5', "config.checkpoint_dir"),
+    ],
+)
+def test_bad_checkpoint_options_name_the_field(tmp_path, text, field) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(text)
+    process = start("--config", str(config))
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 2, output
+    assert field in output, output
