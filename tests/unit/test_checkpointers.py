@@ -49,6 +49,13 @@ INFO_FIELDS = (
 # ---------------------------------------------------------------------------- helpers
 
 
+
+def as_trajectory(trajectory):
+    """Items hold trajectories serialised once loaded (as the server keeps them)."""
+    if isinstance(trajectory, (bytes, bytearray)):
+        return schema_pb2.FlatTrajectory.FromString(bytes(trajectory))
+    return trajectory
+
 def make_chunk(
     key: int, episode_id: int, payload: bytes = b"", *, steps: int = 1, tensors: int = 1
 ) -> Chunk:
@@ -103,7 +110,7 @@ def state(snapshots: Sequence[TableSnapshot]) -> list[Any]:
                     item.priority,
                     item.times_sampled,
                     item.inserted_at,
-                    item.trajectory.SerializeToString(deterministic=True),
+                    as_trajectory(item.trajectory).SerializeToString(deterministic=True),
                     [chunk.data for chunk in item.chunks],
                     tuple(item.episode_ids),
                 )
@@ -238,7 +245,7 @@ async def test_round_trip_of_every_kind_of_state(tmp_path: Path) -> None:
         for item in source.items():
             copy = restored.get(item.key)
             assert copy is not None
-            assert copy.trajectory == item.trajectory
+            assert as_trajectory(copy.trajectory) == as_trajectory(item.trajectory)
             assert [c.data for c in copy.chunks] == [c.data for c in item.chunks]
 
     # A chunk shared by two tables is one object after loading, and stored once.
@@ -297,7 +304,7 @@ async def test_files_hold_reverbs_records(tmp_path: Path) -> None:
     assert first.priority == source.priority
     assert first.times_sampled == source.times_sampled == 2  # Fifo: the oldest, twice.
     assert first.inserted_at.seconds * 10**9 + first.inserted_at.nanos == source.inserted_at
-    assert first.flat_trajectory == source.trajectory
+    assert first.flat_trajectory == as_trajectory(source.trajectory)
     assert not first.deprecated_chunk_keys
 
     chunk_records = list(read_records(path / "chunks.tfrecord", "ZLIB"))
@@ -706,7 +713,7 @@ def test_old_formats_are_read(tmp_path: Path) -> None:
         column = expected.columns.add()
         column.chunk_slices.add(chunk_key=11, offset=2, length=2, index=index)
         column.chunk_slices.add(chunk_key=12, offset=0, length=2, index=index)
-    assert item.trajectory == expected
+    assert as_trajectory(item.trajectory) == expected
     restored = simple_table("old")
     restored.restore(snapshot)
     assert restored.info.current_size == 1
