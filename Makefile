@@ -7,13 +7,18 @@
 #   make debug    build with bounds checks and line tracing, run the parity tests on it
 #   make protos   regenerate reverb_py/_proto/*_pb2.py from protos/ (grpcio-tools)
 #   make bench    run the benchmarks in benchmarks/ and write their JSON results
+#   make interop  test against the real dm-reverb 0.14 (installed into .venv-reverb)
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# dm-reverb 0.14 pins TensorFlow 2.15, which needs Python 3.9-3.11. It lives in its own
+# environment and is never a dependency of reverb_py.
+REVERB_PYTHON ?= python3.11
+REVERB_VENV ?= .venv-reverb
 
-.PHONY: test run build debug protos bench clean
+.PHONY: test run build debug protos bench interop clean
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +55,16 @@ bench: build
 	$(PY) -m benchmarks.table
 	$(PY) -m benchmarks.e2e
 
+$(REVERB_VENV)/.installed:
+	$(REVERB_PYTHON) -m venv $(REVERB_VENV)
+	$(REVERB_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(REVERB_VENV)/bin/python -m pip install --quiet 'dm-reverb[tensorflow]==0.14.0'
+	touch $@
+
+interop: build $(REVERB_VENV)/.installed
+	REVERB_PY_DM_REVERB_PYTHON=$(abspath $(REVERB_VENV))/bin/python \
+		$(PY) -m pytest tests/interop -p no:cacheprovider $(PYTEST_ARGS)
+
 clean:
-	rm -rf build $(VENV) *.egg-info _speedups/*.cpp _speedups/*.html
+	rm -rf build $(VENV) $(REVERB_VENV) *.egg-info _speedups/*.cpp _speedups/*.html
 	find reverb_py -name '*.so' -delete -o -name '*.pyd' -delete

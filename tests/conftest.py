@@ -19,6 +19,10 @@ STRUCTURE_MODULES = {
 }
 
 REQUIRE_SPEEDUPS = bool(os.environ.get("REVERB_PY_REQUIRE_SPEEDUPS"))
+
+# The interop suite needs dm-reverb in its own environment; `make interop` provides it
+# and runs that suite on its own.
+collect_ignore = [] if os.environ.get("REVERB_PY_DM_REVERB_PYTHON") else ["interop"]
 NO_EXTENSIONS = bool(os.environ.get("REVERB_PY_NO_EXTENSIONS"))
 
 
