@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import math
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -47,7 +48,12 @@ __all__ = [
     "decode_tensor",
     "delta_decode",
     "delta_encode",
+    "encode_chunk",
+    "encode_item",
+    "encode_mutate_request",
     "encode_tensor",
+    "encode_varint",
+    "length_delimited",
     "unpack_trajectory",
 ]
 
@@ -599,6 +605,210 @@ def delta_decode(array: Array) -> Array:
 # --------------------------------------------------------------------------------------
 # Chunks
 # --------------------------------------------------------------------------------------
+
+
+# --------------------------------------------------------------------------------------
+# Hand-written protobuf encoding (the writer's hot path)
+# --------------------------------------------------------------------------------------
+
+_SMALL_VARINTS: Final = tuple(
+    bytes([value]) if value < 0x80 else bytes([(value & 0x7F) | 0x80, value >> 7])
+    for value in range(1 << 14)
+)
+_PACK_DOUBLE = struct.Struct("<d").pack
+
+
+def encode_varint(value: int) -> bytes:
+    """Encodes an integer as a protobuf varint (negative values as 64-bit two's complement,
+    like ``int32``/``int64`` fields)."""
+    if 0 <= value < 16384:
+        return _SMALL_VARINTS[value]
+    if value < 0:
+        value &= (1 << 64) - 1
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def length_delimited(tag: bytes, payload: bytes) -> bytes:
+    """``tag`` (an encoded field key of wire type 2), the payload's length, the payload."""
+    size = len(payload)
+    return tag + (_SMALL_VARINTS[size] if size < 16384 else encode_varint(size)) + payload
+
+
+def _encode_tensor_bytes(array: Array) -> tuple[bytes, int]:
+    """The serialised ``TensorProto`` of a chunk column and its uncompressed size (the
+    same bytes as ``_encode_into`` followed by ``SerializeToString``)."""
+    enum, storage = _encode_dtype(array.dtype)
+    if storage is None:
+        content, data_bytes, count = _encode_string_list(array)
+        uncompressed = data_bytes + STRING_ELEMENT_OVERHEAD * count
+    else:
+        little = np.asarray(array, dtype=storage, order="C")
+        content = bytes(_SNAPPY.compress_raw(little.reshape(-1).data))
+        uncompressed = int(little.nbytes)
+    dims = b"".join(
+        [b"\x12" + (b"\x02\x08" + encode_varint(size) if 0 < size < 128 else
+                     length_delimited(b"", b"\x08" + encode_varint(size)) if size else b"\x00")
+         for size in array.shape]
+    )
+    parts = []
+    if enum:
+        parts.append(b"\x08" + encode_varint(enum))
+    if array.shape:
+        parts.append(length_delimited(b"\x12", dims))
+    if content:
+        parts.append(length_delimited(b"\x22", content))
+    return b"".join(parts), uncompressed
+
+
+def encode_chunk(
+    chunk_key: int,
+    episode_id: int,
+    start: int,
+    end: int,
+    columns: Sequence[npt.ArrayLike],
+    *,
+    delta_encoded: bool = False,
+    sparse: bool = False,
+) -> bytes:
+    """:func:`build_chunk` serialised, without building the message (same bytes as
+    ``build_chunk(...).SerializeToString()``; same arguments and errors)."""
+    if end < start:
+        raise InvalidArgumentError(f"Chunk range end ({end}) is before its start ({start}).")
+    length = end - start + 1
+    tensors = []
+    uncompressed = 0
+    for index, column in enumerate(columns):
+        array = _as_array(column)
+        if array.ndim == 0 or array.shape[0] == 0:
+            raise InvalidArgumentError(
+                f"Chunk column {index} needs a non-empty leading time axis, got shape "
+                f"{list(array.shape)}."
+            )
+        if not sparse and array.shape[0] != length:
+            raise InvalidArgumentError(
+                f"Chunk column {index} has {array.shape[0]} steps, the range "
+                f"[{start}, {end}] has {length}."
+            )
+        if delta_encoded:
+            array = delta_encode(array)
+        tensor, size = _encode_tensor_bytes(array)
+        uncompressed += size
+        tensors.append(length_delimited(b"\x0a", tensor))
+    sequence_range = b"".join(
+        [
+            b"\x08" + encode_varint(episode_id) if episode_id else b"",
+            b"\x10" + encode_varint(start) if start else b"",
+            b"\x18" + encode_varint(end) if end else b"",
+            b"\x20\x01" if sparse else b"",
+        ]
+    )
+    parts = [
+        b"\x08" + encode_varint(chunk_key) if chunk_key else b"",
+        length_delimited(b"\x12", sequence_range),
+        b"\x20\x01" if delta_encoded else b"",
+    ]
+    if tensors:
+        parts.append(length_delimited(b"\x2a", b"".join(tensors)))
+        parts.append(b"\x30" + encode_varint(len(tensors)))
+    if uncompressed:
+        parts.append(b"\x38" + encode_varint(uncompressed))
+    return b"".join(parts)
+
+
+def encode_item(key: int, table: bytes, priority: float, flat_trajectory: bytes) -> bytes:
+    """A serialised ``PrioritizedItem`` (key, table, priority and flat_trajectory set).
+
+    Args:
+      key: the item key.
+      table: ``length_delimited(b"\\x12", name.encode())`` (cache it per table), or
+        ``b""`` for an empty name.
+      priority: the priority.
+      flat_trajectory: the serialised ``FlatTrajectory``.
+    """
+    packed = _PACK_DOUBLE(priority)
+    return b"".join(
+        [
+            b"\x08" + encode_varint(key) if key else b"",
+            table,
+            b"\x29" + packed if packed != b"\x00" * 8 else b"",
+            length_delimited(b"\x42", flat_trajectory),
+        ]
+    )
+
+
+_VARINT_SHIFTS: Final = np.arange(0, 70, 7, dtype=np.uint64)
+_VARINT_LIMITS: Final = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
+_VARINT_COLUMNS: Final = np.arange(10)
+
+
+def _varint_matrix(values: npt.NDArray[np.uint64]) -> tuple[Array, Array]:
+    """The varint bytes of every value, one row of 10 per value, and each row's width."""
+    widths = (values[:, None] >= _VARINT_LIMITS).sum(axis=1) + 1
+    groups = ((values[:, None] >> _VARINT_SHIFTS) & np.uint64(0x7F)).astype(np.uint8)
+    groups[_VARINT_COLUMNS < (widths - 1)[:, None]] |= 0x80
+    return groups, widths
+
+
+def _as_uint64(values: list[Any]) -> npt.NDArray[np.uint64] | None:
+    """``values`` as uint64 if every one is an integer in [0, 2**64), else None."""
+    if not set(map(type, values)) <= {int}:
+        return None
+    try:
+        return np.fromiter(values, dtype=np.uint64, count=len(values))
+    except (OverflowError, ValueError):
+        return None
+
+
+def encode_mutate_request(
+    table: str, updates: Mapping[int, float] | None, deletes: Sequence[int] | None
+) -> bytes | None:
+    """A serialised ``MutatePrioritiesRequest`` (table = 1, updates = 2 repeated
+    ``KeyWithPriority{key = 1, priority = 2}``, packed delete_keys = 3), encoded with
+    numpy; None when a key or priority is not a plain number (build the message instead,
+    which raises the usual errors).
+
+    Every update carries both of its fields (also a zero key or priority), which any
+    protobuf parser reads like the canonical encoding.
+    """
+    parts = [length_delimited(b"\x0a", table.encode("utf-8")) if table else b""]
+    if updates:
+        keys = _as_uint64(list(updates.keys()))
+        if keys is None:
+            return None
+        try:
+            priorities = np.array(list(updates.values()))
+        except (OverflowError, ValueError, TypeError):
+            return None
+        if priorities.ndim != 1 or priorities.dtype.kind not in "fiu":
+            return None
+        key_bytes, widths = _varint_matrix(keys)
+        count = keys.shape[0]
+        # One row per update: 0x12, length, 0x08, key varint (10 slots), 0x11, double.
+        rows = np.empty((count, 22), dtype=np.uint8)
+        rows[:, 0] = 0x12
+        rows[:, 1] = (widths + 10).astype(np.uint8)
+        rows[:, 2] = 0x08
+        rows[:, 3:13] = key_bytes
+        rows[:, 13] = 0x11
+        rows[:, 14:22] = (
+            priorities.astype("<f8").reshape(count, 1).view(np.uint8).reshape(count, 8)
+        )
+        mask = np.ones((count, 22), dtype=bool)
+        mask[:, 3:13] = np.arange(10) < widths[:, None]
+        parts.append(rows[mask].tobytes())
+    if deletes:
+        delete_keys = _as_uint64(list(deletes))
+        if delete_keys is None:
+            return None
+        key_bytes, widths = _varint_matrix(delete_keys)
+        packed = key_bytes[np.arange(10) < widths[:, None]].tobytes()
+        parts.append(length_delimited(b"\x1a", packed))
+    return b"".join(parts)
 
 
 def build_chunk(

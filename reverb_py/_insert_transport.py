@@ -12,7 +12,9 @@ terminal for the writer.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +35,13 @@ _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 _MIN_BACKOFF = 0.001
 _MAX_BACKOFF = 1.0
 _STABLE_STREAM_SECONDS = 2.0
+# Requests waiting in the outbox are written as one message up to this many bytes
+# (concatenated InsertStreamRequests parse as one request with the fields merged).
+_MERGE_BYTES = 1 << 20
+
+
+def _identity(data: bytes) -> bytes:
+    return data
 
 
 class _StreamEnded(Exception):
@@ -70,6 +79,13 @@ class InsertTransport:
         self._closed = False
         self._error: errors.ReverbError | None = None
         self._confirm_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # Serialised requests taken from the writer, in take order, not yet written.
+        # A blocking writer's thread takes and serialises its own batches (in notify),
+        # so the loop thread only writes them and never waits for the writer's lock
+        # to send. `_take_lock` makes "take from the writer + enqueue" atomic so the
+        # outbox order is the take order, whichever thread took.
+        self._outbox: collections.deque[bytes] = collections.deque()
+        self._take_lock = threading.Lock()
 
     # ------------------------------------------------------------ wiring
 
@@ -88,9 +104,15 @@ class InsertTransport:
     # ------------------------------------------------------------ WriterTransport
 
     def notify(self) -> None:
-        """New data is ready: wake the stream task (cheap; callable from any thread)."""
+        """New data is ready: wake the stream task (cheap; callable from any thread).
+
+        The calling thread takes the ready batches from the writer and serialises them
+        into the outbox; the stream task only writes them (so the loop thread never
+        competes for the writer's lock to send).
+        """
         if self._closed:
             return
+        self._take_into_outbox()
         if self._on_loop():
             self._wake()
             return
@@ -101,6 +123,34 @@ class InsertTransport:
             self._loop.call_soon_threadsafe(self._wake)
         except RuntimeError:  # The loop is closed: the process is shutting down.
             self._notify_scheduled = False
+
+    def _take_into_outbox(self) -> None:
+        """Moves every batch the writer has ready into the outbox, serialised."""
+        with self._take_lock:
+            self._take_into_outbox_locked()
+
+    def _take_into_outbox_locked(self) -> None:
+        while True:
+            batch = self._writer.take_outgoing(self._max_request_bytes)
+            if batch is None:
+                return
+            self._outbox.append(batch.serialize())
+
+    def _next_request(self) -> bytes | None:
+        """The next request to write (outbox requests merged up to _MERGE_BYTES), or None."""
+        outbox = self._outbox
+        if not outbox:
+            return None
+        request = outbox.popleft()
+        if outbox and len(request) < _MERGE_BYTES:
+            parts = [request]
+            size = len(request)
+            while outbox and size + len(outbox[0]) <= _MERGE_BYTES:
+                part = outbox.popleft()
+                parts.append(part)
+                size += len(part)
+            request = b"".join(parts)
+        return request
 
     def _wake(self) -> None:
         self._notify_scheduled = False
@@ -159,6 +209,8 @@ class InsertTransport:
             self._loop.call_soon_threadsafe(self._release_waiters)
 
     def _release_waiters(self) -> None:
+        if not self._confirm_waiters:
+            return
         pending = self._writer.num_pending_items()
         for max_pending, future in list(self._confirm_waiters):
             if not future.done() and (pending <= max_pending or self._error is not None):
@@ -195,7 +247,12 @@ class InsertTransport:
         first = True
         while not self._closed:
             if not first:
-                self._writer.resend_all()
+                with self._take_lock:
+                    # Requests taken for the failed stream: their items are in flight
+                    # and go back to the queue with every other in-flight item.
+                    self._outbox.clear()
+                    self._writer.resend_all()
+                    self._take_into_outbox_locked()
             first = False
             started = time.monotonic()
             try:
@@ -236,15 +293,15 @@ class InsertTransport:
         assert self._wakeup is not None
         call = self._channel_getter().stream_stream(
             INSERT_STREAM_PATH,
-            request_serializer=reverb_service_pb2.InsertStreamRequest.SerializeToString,
+            request_serializer=_identity,
             response_deserializer=reverb_service_pb2.InsertStreamResponse.FromString,
         )()
         reader = asyncio.ensure_future(self._read_confirmations(call))
         waiter: asyncio.Future[Any] | None = None
         try:
             while True:
-                batch = self._writer.take_outgoing(self._max_request_bytes)
-                if batch is None:
+                request = self._next_request()
+                if request is None:
                     if reader.done():
                         reader.result()
                         return
@@ -257,9 +314,6 @@ class InsertTransport:
                         reader.result()  # Raises the stream's error.
                         return
                     continue
-                request = reverb_service_pb2.InsertStreamRequest(
-                    chunks=batch.chunks, items=batch.items, keep_chunk_keys=batch.keep_chunk_keys
-                )
                 try:
                     await call.write(request)
                 except asyncio.InvalidStateError:

@@ -22,7 +22,7 @@ from typing import Any
 
 import grpc
 
-from reverb_py import errors
+from reverb_py import _codec, errors
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._sampling import sample_stream, to_replay_samples
 from reverb_py._status import error_from_rpc
@@ -32,6 +32,10 @@ from reverb_py.reverb_types import TableInfo
 __all__ = ["Client", "channel_options"]
 
 _PATH = "/deepmind.reverb.ReverbService/"
+
+
+def _identity(data: bytes) -> bytes:
+    return data
 
 
 def channel_options() -> list[tuple[str, Any]]:
@@ -146,6 +150,19 @@ class Client:
         deletes: Sequence[int] | None = None,
     ) -> None:
         """Updates priorities and deletes items of ``table``; unknown keys are ignored."""
+        encoded = _codec.encode_mutate_request(table, updates, deletes)
+        if encoded is not None:
+            call = self.channel().unary_unary(
+                _PATH + "MutatePriorities",
+                request_serializer=_identity,
+                response_deserializer=reverb_service_pb2.MutatePrioritiesResponse.FromString,
+            )
+            try:
+                await call(encoded, wait_for_ready=True)
+            except grpc.aio.AioRpcError as error:
+                raise error_from_rpc(error) from None
+            return
+        # Keys or priorities that are not plain numbers: the message raises its errors.
         request = reverb_service_pb2.MutatePrioritiesRequest(table=table)
         if updates:
             request.updates.extend(

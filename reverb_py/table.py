@@ -781,14 +781,25 @@ class Table:
         priorities: list[float] = []
         targets: list[Item] = []
         if updates:
-            pairs = updates.items() if isinstance(updates, Mapping) else updates
-            get = items.get
-            for key, priority in pairs:
-                item = get(key)
-                if item is not None and key not in delete_keys:
-                    keys.append(key)
-                    priorities.append(float(priority))
-                    targets.append(item)
+            if isinstance(updates, Mapping):
+                all_keys = list(updates.keys())
+                values = list(updates.values())
+            else:
+                pairs = updates if isinstance(updates, (list, tuple)) else list(updates)
+                all_keys = [key for key, _ in pairs]
+                values = [priority for _, priority in pairs]
+            found = list(map(items.get, all_keys))
+            if not delete_keys and None not in found:
+                # Every key names an item and none is deleted: no per-key filtering.
+                keys = all_keys
+                priorities = list(map(float, values))
+                targets = found  # type: ignore[assignment]
+            else:
+                for key, priority, item in zip(all_keys, values, found):
+                    if item is not None and key not in delete_keys:
+                        keys.append(key)
+                        priorities.append(float(priority))
+                        targets.append(item)
         if keys:
             for structure in self._priority_users:
                 structure.update_many(keys, priorities)

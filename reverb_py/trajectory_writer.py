@@ -50,6 +50,9 @@ Path = tuple[Any, ...]
 
 _COLUMN_INDEX = re.compile(r"for column (\d+)")
 
+# Types whose values are leaves of a nest (not Mapping, list or tuple), learnt as seen.
+_LEAF_TYPES: set[type] = {np.ndarray, int, float, bool, str, bytes, type(None)}
+
 
 class _DataReference(Protocol):
     """What the Python layer needs of an engine cell reference."""
@@ -142,6 +145,15 @@ class _ColumnHistory:
         return None if position < 0 else self._data_references[position]
 
     def __getitem__(self, val: int | slice | list[int]) -> TrajectoryColumn:
+        if type(val) is slice:
+            # Fast path: a unit-step slice of buffered positions is a slice of the buffer.
+            references = self._data_references
+            offset = self._offset
+            start, stop, step = val.indices(len(references) + offset)
+            if step == 1 and offset <= start < stop:
+                return TrajectoryColumn._of(
+                    tuple(references[start - offset : stop - offset]), (*self._path, val)
+                )
         path = (*self._path, val) if not isinstance(val, list) else (*self._path, tuple(val))
         if isinstance(val, (int, np.integer)) and not isinstance(val, (bool, np.bool_)):
             return TrajectoryColumn([self._reference_at(int(val))], squeeze=True, path=path)
@@ -203,6 +215,18 @@ class TrajectoryColumn:
         self._data_references = references
         self._path = path
         self.is_squeezed = squeeze
+
+    @classmethod
+    def _of(cls, references: tuple[Any, ...], path: Path | None) -> TrajectoryColumn:
+        """A non-squeezed column of ``references`` (checked for None like ``__init__``)."""
+        for reference in references:
+            if reference is None:
+                return cls(references, path=path)  # Raises the ValueError.
+        column = cls.__new__(cls)
+        column._data_references = references
+        column._path = path
+        column.is_squeezed = False
+        return column
 
     def __len__(self) -> int:
         return len(self._data_references)
@@ -316,6 +340,8 @@ class _TrajectoryWriterBase:
         self._path_to_column_config: dict[Path, ChunkerOptions] = {}
         # Set by `append(..., partial_step=True)` until a non-partial append.
         self._last_step_is_open = False
+        # Key tuple of a flat dict step -> the column of each key (see append).
+        self._dict_layouts: dict[tuple[Any, ...], list[int]] = {}
 
     # -------------------------------------------------------------- properties
 
@@ -404,18 +430,13 @@ class _TrajectoryWriterBase:
             structure conflicts with earlier ones.
           TypeError: a leaf cannot be converted to a tensor.
         """
-        if not self._has_structure:
-            self._update_structure(_nest.map_structure(lambda _: None, data))
-        data_with_path_flat = _nest.flatten_with_path(data)
-        try:
-            flat_column_data = self._reorder_like_flat_structure(data_with_path_flat)
-        except KeyError:
-            self._update_structure(
-                _nest.merge_structures(
-                    self._structure, _nest.map_structure(lambda _: None, data)
-                )
-            )
-            flat_column_data = self._reorder_like_flat_structure(data_with_path_flat)
+        flat_column_data = (
+            self._flat_dict_of_leaves(data)
+            if type(data) is dict and self._has_structure
+            else None
+        )
+        if flat_column_data is None:
+            flat_column_data = self._flat_column_data(data)
 
         if self._last_step_is_open:
             for index, (column, value) in enumerate(
@@ -440,12 +461,60 @@ class _TrajectoryWriterBase:
                 raise
             raise remapped from error
 
-        for column, reference in zip(self._column_history, references):
-            if not self._last_step_is_open:
+        if not self._last_step_is_open:
+            for column, reference in zip(self._column_history, references):
                 column.append(reference)
-            elif reference is not None:
-                column.set_last(reference)
+        else:
+            for column, reference in zip(self._column_history, references):
+                if reference is not None:
+                    column.set_last(reference)
         self._last_step_is_open = partial_step
+
+    def _flat_column_data(self, data: Any) -> list[Any]:
+        """The step's leaves in column order; grows the structure for new paths."""
+        if not self._has_structure:
+            self._update_structure(_nest.map_structure(lambda _: None, data))
+        data_with_path_flat = _nest.flatten_with_path(data)
+        try:
+            return self._reorder_like_flat_structure(data_with_path_flat)
+        except KeyError:
+            self._update_structure(
+                _nest.merge_structures(
+                    self._structure, _nest.map_structure(lambda _: None, data)
+                )
+            )
+            return self._reorder_like_flat_structure(data_with_path_flat)
+
+    def _flat_dict_of_leaves(self, data: dict[Any, Any]) -> list[Any] | None:
+        """Fast path of :meth:`_flat_column_data` for a plain ``dict`` of leaves whose
+        keys all name known columns; None when it does not apply (take the slow path).
+
+        The column of each key is cached per key tuple (in the dict's own order).
+        """
+        keys = tuple(data)
+        layout = self._dict_layouts.get(keys)
+        if layout is None:
+            index = self._path_to_column_index
+            if any((key,) not in index for key in keys):
+                return None
+            try:
+                sorted(keys)  # The slow path refuses unsortable keys: leave it to it.
+            except TypeError:
+                return None
+            layout = [index[(key,)] for key in keys]
+            if len(self._dict_layouts) < 64:
+                self._dict_layouts[keys] = layout
+        flat: list[Any] = [None] * len(self._path_to_column_index)
+        leaf_types = _LEAF_TYPES
+        for column, value in zip(layout, data.values()):
+            kind = type(value)
+            if kind not in leaf_types:
+                if _nest.is_nested(value):
+                    return None
+                if len(leaf_types) < 256:
+                    leaf_types.add(kind)
+            flat[column] = value
+        return flat
 
     def create_item(self, table: str, priority: float, trajectory: Any) -> None:
         """Queues an item for ``table``; never blocks.
@@ -461,7 +530,20 @@ class _TrajectoryWriterBase:
           ValueError: see ``InternalTrajectoryWriter.CreateItem`` (empty trajectory,
             expired references, unknown table or signature mismatch when validated).
         """
-        flat_trajectory = _nest.flatten(trajectory)
+        flat_trajectory: list[Any] | None = None
+        if type(trajectory) is dict:
+            try:
+                keys = sorted(trajectory)
+            except TypeError:
+                pass
+            else:
+                flat_trajectory = [trajectory[key] for key in keys]
+                for column in flat_trajectory:
+                    if type(column) is not TrajectoryColumn:
+                        flat_trajectory = None
+                        break
+        if flat_trajectory is None:
+            flat_trajectory = _nest.flatten(trajectory)
         if not all(isinstance(column, TrajectoryColumn) for column in flat_trajectory):
             raise TypeError(
                 f"All leaves of `trajectory` must be `TrajectoryColumn` but got {trajectory}"
@@ -469,7 +551,7 @@ class _TrajectoryWriterBase:
         self._writer.CreateItem(
             table,
             priority,
-            [list(column) for column in flat_trajectory],
+            [list(column._data_references) for column in flat_trajectory],
             [column.is_squeezed for column in flat_trajectory],
         )
 
