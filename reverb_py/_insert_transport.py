@@ -35,8 +35,8 @@ _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 _MIN_BACKOFF = 0.001
 _MAX_BACKOFF = 1.0
 _STABLE_STREAM_SECONDS = 2.0
-# Requests waiting in the outbox are written as one message up to this many bytes
-# (concatenated InsertStreamRequests parse as one request with the fields merged).
+# Requests waiting in the outbox are written as one message up to this many bytes: their
+# chunks and items concatenated, followed by the last request's keep_chunk_keys.
 _MERGE_BYTES = 1 << 20
 
 
@@ -84,7 +84,7 @@ class InsertTransport:
         # so the loop thread only writes them and never waits for the writer's lock
         # to send. `_take_lock` makes "take from the writer + enqueue" atomic so the
         # outbox order is the take order, whichever thread took.
-        self._outbox: collections.deque[bytes] = collections.deque()
+        self._outbox: collections.deque[tuple[bytes, bytes]] = collections.deque()
         self._take_lock = threading.Lock()
 
     # ------------------------------------------------------------ wiring
@@ -134,23 +134,25 @@ class InsertTransport:
             batch = self._writer.take_outgoing(self._max_request_bytes)
             if batch is None:
                 return
-            self._outbox.append(batch.serialize())
+            self._outbox.append(batch.serialize_parts())
 
     def _next_request(self) -> bytes | None:
         """The next request to write (outbox requests merged up to _MERGE_BYTES), or None."""
         outbox = self._outbox
         if not outbox:
             return None
-        request = outbox.popleft()
-        if outbox and len(request) < _MERGE_BYTES:
-            parts = [request]
-            size = len(request)
-            while outbox and size + len(outbox[0]) <= _MERGE_BYTES:
-                part = outbox.popleft()
-                parts.append(part)
-                size += len(part)
-            request = b"".join(parts)
-        return request
+        body, keep = outbox.popleft()
+        if not outbox or len(body) >= _MERGE_BYTES:
+            return body + keep
+        bodies = [body]
+        size = len(body)
+        while outbox and size + len(outbox[0][0]) <= _MERGE_BYTES:
+            body, keep = outbox.popleft()
+            bodies.append(body)
+            size += len(body)
+        # Only the last keep list: the server releases chunks after all the items.
+        bodies.append(keep)
+        return b"".join(bodies)
 
     def _wake(self) -> None:
         self._notify_scheduled = False

@@ -473,17 +473,27 @@ class OutgoingBatch:
     def serialize(self) -> bytes:
         """The serialised ``InsertStreamRequest`` (chunks = 1, items = 2, packed
         keep_chunk_keys = 3)."""
+        body, keep = self.serialize_parts()
+        return body + keep
+
+    def serialize_parts(self) -> tuple[bytes, bytes]:
+        """The request's chunks and items, and separately its ``keep_chunk_keys`` field.
+
+        Requests sent back to back can be merged into one message by joining their
+        bodies and adding only the LAST keep field: the server releases chunks after all
+        the items of a message, and a repeated key in the keep list is an error for
+        Reverb's server.
+        """
         length_delimited = _codec.length_delimited
         parts = [length_delimited(b"\x0a", data) for data in self.chunk_data]
         parts.extend([length_delimited(b"\x12", data) for data in self.item_data])
+        keep = b""
         if self.keep_chunk_keys:
             encode_varint = _codec.encode_varint
-            parts.append(
-                length_delimited(
-                    b"\x1a", b"".join([encode_varint(key) for key in self.keep_chunk_keys])
-                )
+            keep = length_delimited(
+                b"\x1a", b"".join([encode_varint(key) for key in self.keep_chunk_keys])
             )
-        return b"".join(parts)
+        return b"".join(parts), keep
 
     def __repr__(self) -> str:
         return (

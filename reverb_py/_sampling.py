@@ -126,7 +126,10 @@ def to_replay_samples(
         raise ValueError("Can't split non timestep trajectory into timesteps.")
     steps = lengths.pop() if lengths else 0
     return [
-        ReplaySample(info=info, data=pack([column[step] for column in columns]))
+        ReplaySample(
+            info=info,
+            data=pack([np.asarray(column[step], column.dtype) for column in columns]),
+        )
         for step in range(steps)
     ]
 

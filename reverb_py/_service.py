@@ -478,7 +478,8 @@ class _InsertStream:
             keep = set(request.keep_chunk_keys)
             for key in [key for key in self._chunks if key not in keep]:
                 del self._chunks[key]
-            if len(self._chunks) < len(keep):
+            # As Reverb: a key listed twice counts twice, so it is refused too.
+            if len(self._chunks) < len(request.keep_chunk_keys):
                 raise errors.FailedPreconditionError(
                     "Kept fewer chunks than the client asked to keep: "
                     f"{sorted(keep - set(self._chunks))[:10]} were never sent."
