@@ -135,16 +135,37 @@ def _fields(buffer: bytes) -> list[tuple[int, int, Any]]:
 
 
 def parse_chunk(data: bytes) -> Chunk:
-    """Reads a ``ChunkData``'s key and episode id and keeps its bytes as they are."""
+    """Reads a ``ChunkData``'s key and episode id and keeps its bytes as they are.
+
+    PERF(parse-chunk): fields are skipped without copying, and reading stops once both
+    fields were seen (writers put them first).
+    """
     key = 0
     episode_id = 0
-    for field, wire_type, value in _fields(data):
+    seen = 0
+    pos = 0
+    end = len(data)
+    while pos < end and seen != 3:
+        tag, pos = _read_varint(data, pos)
+        field, wire_type = tag >> 3, tag & 7
+        if field == 0:
+            raise errors.InvalidArgumentError("Malformed message: field number 0.")
         if field == 1 and wire_type == 0:
-            key = value
+            key, pos = _read_varint(data, pos)
+            seen |= 1
         elif field == 2 and wire_type == 2:
-            for sub_field, sub_type, sub_value in _fields(value):
+            length, pos = _read_varint(data, pos)
+            if pos + length > end:
+                raise errors.InvalidArgumentError("Truncated message.")
+            for sub_field, sub_type, sub_value in _fields(data[pos : pos + length]):
                 if sub_field == 1 and sub_type == 0:
                     episode_id = sub_value
+            pos += length
+            seen |= 2
+        else:
+            pos = _skip_field(data, pos, wire_type)
+            if pos > end:
+                raise errors.InvalidArgumentError("Truncated message.")
     return Chunk(key, episode_id, data)
 
 
