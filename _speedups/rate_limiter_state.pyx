@@ -9,10 +9,11 @@ overflow) and with Python ints otherwise; each integer is converted to a double
 """
 
 cimport cython
-from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.long cimport PyLong_AsDouble
-from cpython.number cimport PyNumber_Float, PyNumber_Index
+from cpython.number cimport PyNumber_Index
 from libc.stdint cimport int64_t, INT64_MAX, INT64_MIN
+
+from _common cimport to_float
 
 from reverb_py.errors import InvalidArgumentError
 
@@ -66,15 +67,6 @@ cdef inline int64_t _as_count(object value, str what) except? -1:
     return _to_count(value, what)
 
 
-cdef double _to_float(object value, str what) except? -1.0:
-    """Converts ``value`` as ``float()`` does, refusing strings."""
-    if type(value) is float:
-        return PyFloat_AS_DOUBLE(value)
-    if isinstance(value, (str, bytes, bytearray)):
-        raise TypeError(f"{what} must be a real number, got {type(value).__name__}.")
-    return PyFloat_AS_DOUBLE(PyNumber_Float(value))
-
-
 @cython.embedsignature(False)
 cdef class RateLimiterState:
     """RateLimiterState(samples_per_insert, min_size_to_sample, min_diff, max_diff,
@@ -118,10 +110,10 @@ The counters of a rate limiter and Reverb's insert and sample predicates.
         samples: int = 0,
         deletes: int = 0,
     ) -> None:
-        cdef double c_samples_per_insert = _to_float(samples_per_insert, "samples_per_insert")
+        cdef double c_samples_per_insert = to_float(samples_per_insert, "samples_per_insert")
         cdef int64_t c_min_size_to_sample = _to_int64(min_size_to_sample, "min_size_to_sample")
-        cdef double c_min_diff = _to_float(min_diff, "min_diff")
-        cdef double c_max_diff = _to_float(max_diff, "max_diff")
+        cdef double c_min_diff = to_float(min_diff, "min_diff")
+        cdef double c_max_diff = to_float(max_diff, "max_diff")
         cdef int64_t c_inserts = _to_int64(inserts, "inserts")
         cdef int64_t c_samples = _to_int64(samples, "samples")
         cdef int64_t c_deletes = _to_int64(deletes, "deletes")

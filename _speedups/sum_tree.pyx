@@ -14,17 +14,18 @@ grandchildren's lines one level ahead.
 
 cimport cython
 from cpython.float cimport PyFloat_AS_DOUBLE
-from cpython.number cimport PyNumber_Float, PyNumber_Index
+from cpython.number cimport PyNumber_Index
 from libc.math cimport pow, isfinite, INFINITY
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport uint64_t
 from libc.string cimport memcpy
 from libcpp.vector cimport vector
+
+from _common cimport as_key, check_key, check_priority, check_same_length, to_float
+from _key_index cimport KeyIndex, allocate_array, contains_key, free_array
 
 from reverb_py.errors import InvalidArgumentError, NotFoundError, UsageError
 
 __all__ = ["SumTree"]
-
-cdef object _KEY_MAX = 2**64 - 1
 
 
 cdef extern from *:
@@ -38,239 +39,11 @@ cdef extern from *:
     void _prefetch "REVERB_PY_PREFETCH"(const void* address) noexcept nogil
 
 
-cdef extern from *:
-    """
-    #include <cstddef>
-    #include <cstdint>
-    #include <new>
-    #if defined(__linux__)
-    #include <sys/mman.h>
-    #endif
-
-    #ifndef REVERB_PY_KEY_INDEX
-    #define REVERB_PY_KEY_INDEX
-    namespace reverb_py {
-
-    // Arrays of 4 MiB and more are 2 MiB aligned and, on Linux, advised as transparent
-    // huge pages before first use: random accesses then miss the TLB far less often.
-    // Smaller arrays are 64-byte (cache line) aligned. Returns nullptr on failure.
-    inline size_t ArrayAlignment(size_t bytes) {
-      return bytes >= (size_t{4} << 20) ? (size_t{2} << 20) : size_t{64};
-    }
-
-    inline void* AllocateArray(size_t bytes) {
-      void* pointer = ::operator new(bytes, std::align_val_t(ArrayAlignment(bytes)),
-                                     std::nothrow);
-    #if defined(__linux__) && defined(MADV_HUGEPAGE)
-      if (pointer != nullptr && bytes >= (size_t{4} << 20)) {
-        madvise(pointer, bytes & ~size_t{4095}, MADV_HUGEPAGE);
-      }
-    #endif
-      return pointer;
-    }
-
-    inline void FreeArray(void* pointer, size_t bytes) {
-      if (pointer != nullptr) ::operator delete(pointer, std::align_val_t(ArrayAlignment(bytes)));
-    }
-
-    // Open-addressing map (linear probing, backward-shift deletion) from uint64 keys to
-    // non-negative int64 values: one cache line per lookup, no allocation per key.
-    // An entry whose value is negative is empty.
-    class KeyIndex {
-     public:
-      KeyIndex() {
-        table_ = NewTable(kMinCapacity);
-        if (table_ == nullptr) throw std::bad_alloc();
-        capacity_ = kMinCapacity;
-      }
-      ~KeyIndex() { FreeArray(table_, capacity_ * sizeof(Entry)); }
-      KeyIndex(const KeyIndex&) = delete;
-      KeyIndex& operator=(const KeyIndex&) = delete;
-
-      static inline uint64_t Hash(uint64_t key) {
-        // MurmurHash3's 64-bit finalizer: a bijection that mixes every bit.
-        key ^= key >> 33;
-        key *= 0xff51afd7ed558ccdULL;
-        key ^= key >> 33;
-        key *= 0xc4ceb9fe1a85ec53ULL;
-        key ^= key >> 33;
-        return key;
-      }
-
-      size_t size() const { return count_; }
-
-      // Returns the value of `key`, or -1.
-      inline int64_t Find(uint64_t key) const {
-        const size_t mask = capacity_ - 1;
-        size_t i = Hash(key) & mask;
-        while (true) {
-          const Entry& entry = table_[i];
-          if (entry.value < 0) return -1;
-          if (entry.key == key) return entry.value;
-          i = (i + 1) & mask;
-        }
-      }
-
-      // Inserts `key` -> `value` (value >= 0) unless `key` is present; returns whether
-      // it inserted. Throws std::bad_alloc when growing fails (then nothing changed).
-      inline bool Insert(uint64_t key, int64_t value) {
-        if ((count_ + 1) * 10 > capacity_ * 7) Rehash(capacity_ * 2);
-        const size_t mask = capacity_ - 1;
-        size_t i = Hash(key) & mask;
-        while (true) {
-          Entry& entry = table_[i];
-          if (entry.value < 0) {
-            entry.key = key;
-            entry.value = value;
-            ++count_;
-            return true;
-          }
-          if (entry.key == key) return false;
-          i = (i + 1) & mask;
-        }
-      }
-
-      // Sets the value of `key`, which must be present.
-      inline void Set(uint64_t key, int64_t value) {
-        const size_t mask = capacity_ - 1;
-        size_t i = Hash(key) & mask;
-        while (table_[i].key != key || table_[i].value < 0) i = (i + 1) & mask;
-        table_[i].value = value;
-      }
-
-      // Removes `key`; returns its value, or -1 when absent.
-      inline int64_t Erase(uint64_t key) {
-        const size_t mask = capacity_ - 1;
-        Entry* table = table_;
-        size_t i = Hash(key) & mask;
-        while (true) {
-          if (table[i].value < 0) return -1;
-          if (table[i].key == key) break;
-          i = (i + 1) & mask;
-        }
-        const int64_t value = table[i].value;
-        // Backward shift: pull later entries of the probe run into the hole.
-        size_t hole = i;
-        size_t j = i;
-        while (true) {
-          j = (j + 1) & mask;
-          if (table[j].value < 0) break;
-          const size_t home = Hash(table[j].key) & mask;
-          // Entry j may move to the hole iff its home is not cyclically in (hole, j].
-          const bool stays = hole <= j ? (hole < home && home <= j)
-                                       : (hole < home || home <= j);
-          if (!stays) {
-            table[hole] = table[j];
-            hole = j;
-          }
-        }
-        table[hole].value = -1;
-        --count_;
-        return value;
-      }
-
-      // Removes every key; a large table is released for a small one. Never throws.
-      void Clear() {
-        if (capacity_ > 1024) {
-          Entry* table = NewTable(kMinCapacity);
-          if (table != nullptr) {
-            FreeArray(table_, capacity_ * sizeof(Entry));
-            table_ = table;
-            capacity_ = kMinCapacity;
-            count_ = 0;
-            return;
-          }
-        }
-        for (size_t i = 0; i < capacity_; ++i) table_[i].value = -1;
-        count_ = 0;
-      }
-
-     private:
-      struct Entry {
-        uint64_t key;
-        int64_t value;
-      };
-      static constexpr size_t kMinCapacity = 8;
-
-      static Entry* NewTable(size_t capacity) {
-        Entry* table = static_cast<Entry*>(AllocateArray(capacity * sizeof(Entry)));
-        if (table != nullptr) {
-          for (size_t i = 0; i < capacity; ++i) table[i].value = -1;
-        }
-        return table;
-      }
-
-      void Rehash(size_t capacity) {
-        Entry* table = NewTable(capacity);
-        if (table == nullptr) throw std::bad_alloc();
-        const size_t mask = capacity - 1;
-        for (size_t k = 0; k < capacity_; ++k) {
-          const Entry& entry = table_[k];
-          if (entry.value < 0) continue;
-          size_t i = Hash(entry.key) & mask;
-          while (table[i].value >= 0) i = (i + 1) & mask;
-          table[i] = entry;
-        }
-        FreeArray(table_, capacity_ * sizeof(Entry));
-        table_ = table;
-        capacity_ = capacity;
-      }
-
-      Entry* table_ = nullptr;
-      size_t capacity_ = 0;
-      size_t count_ = 0;
-    };
-
-    }  // namespace reverb_py
-    #endif  // REVERB_PY_KEY_INDEX
-    """
-    void* _allocate_array "reverb_py::AllocateArray"(size_t size) noexcept nogil
-    void _free_array "reverb_py::FreeArray"(void* pointer, size_t size) noexcept nogil
-
-    cdef cppclass KeyIndex "reverb_py::KeyIndex":
-        KeyIndex() except +
-        size_t size()
-        int64_t Find(uint64_t key)
-        bint Insert(uint64_t key, int64_t value) except +
-        void Set(uint64_t key, int64_t value)
-        int64_t Erase(uint64_t key)
-        void Clear()
-
-
 cdef struct Node:
     double weight
     double sum
     uint64_t key
     uint64_t padding
-
-
-cdef uint64_t _check_key(object key) except? 0:
-    """Slow path of :func:`_as_key`: the same checks and messages as the pure twin."""
-    if not isinstance(key, int):
-        raise TypeError(f"Key must be an integer, got {type(key).__name__}.")
-    key = PyNumber_Index(key)
-    if key < 0 or key > _KEY_MAX:
-        raise InvalidArgumentError(f"Key must be an integer in [0, 2**64), got {key!r}.")
-    return <uint64_t>key
-
-
-cdef inline uint64_t _as_key(object key) except? 0:
-    """Returns ``key`` as a C key; raises like the pure twin's ``_check_key``."""
-    if type(key) is int:
-        try:
-            return <uint64_t>key
-        except OverflowError:
-            pass
-    return _check_key(key)
-
-
-cdef double _to_float(object value, str what) except? -1.0:
-    """Converts ``value`` as ``float()`` does, refusing strings."""
-    if type(value) is float:
-        return PyFloat_AS_DOUBLE(value)
-    if isinstance(value, (str, bytes, bytearray)):
-        raise TypeError(f"{what} must be a real number, got {type(value).__name__}.")
-    return PyFloat_AS_DOUBLE(PyNumber_Float(value))
 
 
 cdef inline void _fix_path(Node* nodes, Py_ssize_t n, Py_ssize_t index) noexcept:
@@ -321,7 +94,7 @@ Keys with weights ``priority ** priority_exponent``, sampled proportionally.
         _free_nodes(self._buffer, self._capacity)
 
     def __init__(self, priority_exponent: float, initial_capacity: int = 1024) -> None:
-        cdef double exponent = _to_float(priority_exponent, "priority_exponent")
+        cdef double exponent = to_float(priority_exponent, "priority_exponent")
         if not isinstance(initial_capacity, int):
             raise TypeError(
                 f"initial_capacity must be an integer, got {type(initial_capacity).__name__}."
@@ -365,7 +138,7 @@ Keys with weights ``priority ** priority_exponent``, sampled proportionally.
           InvalidArgumentError: ``key`` is out of range or already present, or
             ``priority`` is invalid.
         """
-        cdef uint64_t k = _as_key(key)
+        cdef uint64_t k = as_key(key)
         cdef double weight = self._weight_of(k, priority)
         cdef Py_ssize_t index = self._size
         if not self._slots.Insert(k, index):
@@ -394,7 +167,7 @@ Keys with weights ``priority ** priority_exponent``, sampled proportionally.
           InvalidArgumentError: ``key`` is out of range or ``priority`` is invalid.
           NotFoundError: ``key`` is not present.
         """
-        cdef uint64_t k = _as_key(key)
+        cdef uint64_t k = as_key(key)
         cdef double weight = self._weight_of(k, priority)
         cdef Py_ssize_t index = self._slots.Find(k)
         if index < 0:
@@ -419,11 +192,7 @@ Keys with weights ``priority ** priority_exponent``, sampled proportionally.
           TypeError: a key is not an integer or a priority is not a number.
           NotFoundError: a key is not present.
         """
-        if len(keys) != len(priorities):
-            raise InvalidArgumentError(
-                "keys and priorities must have the same length, "
-                f"got {len(keys)} and {len(priorities)}."
-            )
+        check_same_length(keys, priorities)
         cdef vector[Py_ssize_t] indices
         cdef vector[double] weights
         cdef uint64_t k
@@ -432,7 +201,7 @@ Keys with weights ``priority ** priority_exponent``, sampled proportionally.
         indices.reserve(len(keys))
         weights.reserve(len(keys))
         for key, priority in zip(keys, priorities):
-            k = _as_key(key)
+            k = as_key(key)
             weight = self._weight_of(k, priority)
             index = self._slots.Find(k)
             if index < 0:
@@ -454,7 +223,7 @@ Keys with weights ``priority ** priority_exponent``, sampled proportionally.
           InvalidArgumentError: ``key`` is out of range.
           NotFoundError: ``key`` is not present.
         """
-        cdef uint64_t k = _as_key(key)
+        cdef uint64_t k = as_key(key)
         cdef Py_ssize_t index = self._slots.Erase(k)
         if index < 0:
             raise NotFoundError(f"Key {k} not found.")
@@ -502,7 +271,7 @@ Keys with weights ``priority ** priority_exponent``, sampled proportionally.
         if type(u) is float:
             du = PyFloat_AS_DOUBLE(u)
         else:
-            du = _to_float(u, "u")
+            du = to_float(u, "u")
         if not (du >= 0.0 and du < 1.0):
             raise InvalidArgumentError(f"u must be in [0, 1), got {repr(<object>du)}.")
         cdef Node* nodes = self._nodes
@@ -554,7 +323,7 @@ Keys with weights ``priority ** priority_exponent``, sampled proportionally.
           InvalidArgumentError: ``key`` is out of range.
           NotFoundError: ``key`` is not present.
         """
-        cdef uint64_t k = _as_key(key)
+        cdef uint64_t k = as_key(key)
         cdef Py_ssize_t index = self._slots.Find(k)
         if index < 0:
             raise NotFoundError(f"Key {k} not found.")
@@ -571,7 +340,7 @@ Keys with weights ``priority ** priority_exponent``, sampled proportionally.
           InvalidArgumentError: ``key`` is out of range.
           NotFoundError: ``key`` is not present.
         """
-        cdef uint64_t k = _as_key(key)
+        cdef uint64_t k = as_key(key)
         cdef Py_ssize_t index = self._slots.Find(k)
         if index < 0:
             raise NotFoundError(f"Key {k} not found.")
@@ -588,13 +357,7 @@ Keys with weights ``priority ** priority_exponent``, sampled proportionally.
 
     def __contains__(self, key: object) -> bool:
         """``True`` when ``key`` is present; ``False`` for anything that is not a key."""
-        if type(key) is not int:
-            if not isinstance(key, int):
-                return False
-            key = PyNumber_Index(key)
-        if key < 0 or key > _KEY_MAX:
-            return False
-        return self._slots.Find(<uint64_t>key) >= 0
+        return contains_key(&self._slots, key)
 
     def __repr__(self) -> str:
         total = self._nodes[0].sum if self._size else 0.0
@@ -620,8 +383,8 @@ Keys with weights ``priority ** priority_exponent``, sampled proportionally.
         keys, weights = state
         if len(keys) != len(weights):
             raise InvalidArgumentError("Inconsistent SumTree state.")
-        checked_keys = [_check_key(key) for key in keys]
-        checked_weights = [_to_float(weight, "weight") for weight in weights]
+        checked_keys = [check_key(key) for key in keys]
+        checked_weights = [to_float(weight, "weight") for weight in weights]
         if len(set(checked_keys)) != len(checked_keys) or not all(
             weight >= 0.0 and weight < INFINITY for weight in checked_weights
         ):
@@ -651,15 +414,7 @@ Keys with weights ``priority ** priority_exponent``, sampled proportionally.
 
     cdef double _weight_of(self, uint64_t key, object priority) except? -1.0:
         """Validates ``priority`` and returns its weight (messages as the pure twin)."""
-        cdef double value
-        if type(priority) is float:
-            value = PyFloat_AS_DOUBLE(priority)
-        else:
-            value = _to_float(priority, "Priority")
-        if value != value:
-            raise InvalidArgumentError(
-                f"Priority must not be NaN (key={key}, priority={repr(<object>value)})."
-            )
+        cdef double value = check_priority(key, priority)
         if value < 0.0:
             raise InvalidArgumentError(
                 f"Priority must not be negative (key={key}, priority={repr(<object>value)})."
@@ -695,7 +450,7 @@ cdef Node* _allocate(Py_ssize_t capacity) except NULL:
     """Returns an aligned buffer for ``capacity`` slots (plus the unused position 0)."""
     if capacity > (<Py_ssize_t>1 << 58):
         raise MemoryError()
-    cdef Node* buffer = <Node*>_allocate_array((capacity + 1) * sizeof(Node))
+    cdef Node* buffer = <Node*>allocate_array((capacity + 1) * sizeof(Node))
     if buffer == NULL:
         raise MemoryError()
     return buffer
@@ -703,4 +458,4 @@ cdef Node* _allocate(Py_ssize_t capacity) except NULL:
 
 cdef void _free_nodes(Node* buffer, Py_ssize_t capacity) noexcept:
     """Frees a buffer from :func:`_allocate` (``NULL`` is fine)."""
-    _free_array(buffer, (capacity + 1) * sizeof(Node))
+    free_array(buffer, (capacity + 1) * sizeof(Node))

@@ -17,58 +17,19 @@ order) agrees between them.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from typing import Any
 
+from reverb_py._pure._common import (
+    KEY_MAX,
+    check_key,
+    check_priority,
+    checked_entries,
+    contains_key,
+)
 from reverb_py.errors import InvalidArgumentError, NotFoundError, UsageError
 
 __all__ = ["IndexedHeap"]
-
-_KEY_MAX = 2**64 - 1
-
-
-def _check_key(key: object) -> int:
-    """Returns ``key`` as an exact ``int`` in ``[0, 2**64)``.
-
-    Raises:
-      TypeError: ``key`` is not an integer.
-      InvalidArgumentError: ``key`` is out of range.
-    """
-    if type(key) is not int:
-        if not isinstance(key, int):
-            raise TypeError(f"Key must be an integer, got {type(key).__name__}.")
-        key = operator.index(key)
-    if key < 0 or key > _KEY_MAX:
-        raise InvalidArgumentError(f"Key must be an integer in [0, 2**64), got {key!r}.")
-    return key
-
-
-def _to_priority(priority: object) -> float:
-    """Converts ``priority`` with ``float()``, refusing strings.
-
-    Raises:
-      TypeError: ``priority`` is not a number.
-    """
-    if type(priority) is float:
-        return priority
-    if isinstance(priority, (str, bytes, bytearray)):
-        raise TypeError(f"Priority must be a real number, got {type(priority).__name__}.")
-    return float(priority)  # type: ignore[arg-type]
-
-
-def _check_priority(key: int, priority: object) -> float:
-    """Returns ``priority`` as a float that is not NaN.
-
-    Raises:
-      TypeError: ``priority`` is not a number.
-      InvalidArgumentError: ``priority`` is NaN.
-    """
-    value = _to_priority(priority)
-    if value != value:
-        raise InvalidArgumentError(f"Priority must not be NaN (key={key}, priority={value!r}).")
-    return value
-
 
 class IndexedHeap:
     """Binary heap of keys with priorities, addressable by key.
@@ -114,10 +75,10 @@ class IndexedHeap:
           InvalidArgumentError: ``key`` is out of range or already present, or
             ``priority`` is NaN.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         if type(priority) is not float or priority != priority:
-            priority = _check_priority(key, priority)
+            priority = check_priority(key, priority)
         pos = self._pos
         if key in pos:
             raise InvalidArgumentError(f"Key {key} already exists.")
@@ -141,10 +102,10 @@ class IndexedHeap:
           InvalidArgumentError: ``key`` is out of range or ``priority`` is NaN.
           NotFoundError: ``key`` is not present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         if type(priority) is not float or priority != priority:
-            priority = _check_priority(key, priority)
+            priority = check_priority(key, priority)
         index = self._pos.get(key)
         if index is None:
             raise NotFoundError(f"Key {key} not found.")
@@ -166,21 +127,8 @@ class IndexedHeap:
           TypeError: a key is not an integer or a priority is not a number.
           NotFoundError: a key is not present.
         """
-        if len(keys) != len(priorities):
-            raise InvalidArgumentError(
-                "keys and priorities must have the same length, "
-                f"got {len(keys)} and {len(priorities)}."
-            )
         pos = self._pos
-        checked: list[tuple[int, float]] = []
-        for key, priority in zip(keys, priorities):
-            if type(key) is not int or key < 0 or key > _KEY_MAX:
-                key = _check_key(key)
-            if type(priority) is not float or priority != priority:
-                priority = _check_priority(key, priority)
-            if key not in pos:
-                raise NotFoundError(f"Key {key} not found.")
-            checked.append((key, priority))
+        checked = list(checked_entries(keys, priorities, check_priority, pos))
         min_heap = self._min_heap
         for key, priority in checked:
             self._set(pos[key], priority if min_heap else -priority, key)
@@ -193,8 +141,8 @@ class IndexedHeap:
           InvalidArgumentError: ``key`` is out of range.
           NotFoundError: ``key`` is not present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         pos = self._pos
         index = pos.pop(key, None)
         if index is None:
@@ -248,8 +196,8 @@ class IndexedHeap:
           InvalidArgumentError: ``key`` is out of range.
           NotFoundError: ``key`` is not present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         index = self._pos.get(key)
         if index is None:
             raise NotFoundError(f"Key {key} not found.")
@@ -263,8 +211,8 @@ class IndexedHeap:
           InvalidArgumentError: ``key`` is out of range.
           NotFoundError: ``key`` is not present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         index = self._pos.get(key)
         if index is None:
             raise NotFoundError(f"Key {key} not found.")
@@ -280,11 +228,7 @@ class IndexedHeap:
 
     def __contains__(self, key: object) -> bool:
         """``True`` when ``key`` is present; ``False`` for anything that is not a key."""
-        if type(key) is not int:
-            if not isinstance(key, int):
-                return False
-            key = operator.index(key)
-        return key in self._pos
+        return contains_key(self._pos, key)
 
     def __repr__(self) -> str:
         return f"IndexedHeap(min_heap={self._min_heap}, size={len(self._keys)})"
@@ -303,7 +247,7 @@ class IndexedHeap:
         counter, keys, priorities, counters = state
         if not len(keys) == len(priorities) == len(counters):
             raise InvalidArgumentError("Inconsistent IndexedHeap state.")
-        checked = [_check_key(key) for key in keys]
+        checked = [check_key(key) for key in keys]
         if len(set(checked)) != len(checked):
             raise InvalidArgumentError("Inconsistent IndexedHeap state.")
         values = [float(priority) for priority in priorities]

@@ -10,44 +10,19 @@ probability ``1 / n``. Priorities are accepted (converted with ``float()``) and 
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from typing import Any
 
+from reverb_py._pure._common import (
+    KEY_MAX,
+    check_entries,
+    check_key,
+    contains_key,
+    to_float,
+)
 from reverb_py.errors import InvalidArgumentError, NotFoundError, UsageError
 
 __all__ = ["IndexedSet"]
-
-_KEY_MAX = 2**64 - 1
-
-
-def _check_key(key: object) -> int:
-    """Returns ``key`` as an exact ``int`` in ``[0, 2**64)``.
-
-    Raises:
-      TypeError: ``key`` is not an integer.
-      InvalidArgumentError: ``key`` is out of range.
-    """
-    if type(key) is not int:
-        if not isinstance(key, int):
-            raise TypeError(f"Key must be an integer, got {type(key).__name__}.")
-        key = operator.index(key)
-    if key < 0 or key > _KEY_MAX:
-        raise InvalidArgumentError(f"Key must be an integer in [0, 2**64), got {key!r}.")
-    return key
-
-
-def _to_float(value: object, what: str) -> float:
-    """Converts ``value`` with ``float()``, refusing strings.
-
-    Raises:
-      TypeError: ``value`` is not a number.
-    """
-    if type(value) is float:
-        return value
-    if isinstance(value, (str, bytes, bytearray)):
-        raise TypeError(f"{what} must be a real number, got {type(value).__name__}.")
-    return float(value)  # type: ignore[arg-type]
 
 
 class IndexedSet:
@@ -68,10 +43,10 @@ class IndexedSet:
           TypeError: ``key`` is not an integer or ``priority`` is not a number.
           InvalidArgumentError: ``key`` is out of range or already present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         if type(priority) is not float:
-            _to_float(priority, "Priority")
+            to_float(priority, "Priority")
         index = self._index
         if key in index:
             raise InvalidArgumentError(f"Key {key} already exists.")
@@ -87,10 +62,10 @@ class IndexedSet:
           InvalidArgumentError: ``key`` is out of range.
           NotFoundError: ``key`` is not present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         if type(priority) is not float:
-            _to_float(priority, "Priority")
+            to_float(priority, "Priority")
         if key not in self._index:
             raise NotFoundError(f"Key {key} not found.")
 
@@ -102,19 +77,7 @@ class IndexedSet:
           TypeError: a key is not an integer or a priority is not a number.
           NotFoundError: a key is not present.
         """
-        if len(keys) != len(priorities):
-            raise InvalidArgumentError(
-                "keys and priorities must have the same length, "
-                f"got {len(keys)} and {len(priorities)}."
-            )
-        index = self._index
-        for key, priority in zip(keys, priorities):
-            if type(key) is not int or key < 0 or key > _KEY_MAX:
-                key = _check_key(key)
-            if type(priority) is not float:
-                _to_float(priority, "Priority")
-            if key not in index:
-                raise NotFoundError(f"Key {key} not found.")
+        check_entries(keys, priorities, self._index)
 
     def delete(self, key: int) -> None:
         """Removes ``key``; the last key moves into its place.
@@ -124,8 +87,8 @@ class IndexedSet:
           InvalidArgumentError: ``key`` is out of range.
           NotFoundError: ``key`` is not present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         index = self._index
         position = index.pop(key, None)
         if position is None:
@@ -162,7 +125,7 @@ class IndexedSet:
         if n == 0:
             raise UsageError("Cannot sample from an empty selector.")
         if type(u) is not float:
-            u = _to_float(u, "u")
+            u = to_float(u, "u")
         if not (u >= 0.0 and u < 1.0):
             raise InvalidArgumentError(f"u must be in [0, 1), got {u!r}.")
         position = int(u * n)
@@ -178,8 +141,8 @@ class IndexedSet:
           InvalidArgumentError: ``key`` is out of range.
           NotFoundError: ``key`` is not present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         if key not in self._index:
             raise NotFoundError(f"Key {key} not found.")
         return 1.0 / len(self._keys)
@@ -193,11 +156,7 @@ class IndexedSet:
 
     def __contains__(self, key: object) -> bool:
         """``True`` when ``key`` is present; ``False`` for anything that is not a key."""
-        if type(key) is not int:
-            if not isinstance(key, int):
-                return False
-            key = operator.index(key)
-        return key in self._index
+        return contains_key(self._index, key)
 
     def __repr__(self) -> str:
         return f"IndexedSet(size={len(self._keys)})"
@@ -209,7 +168,7 @@ class IndexedSet:
 
     def __setstate__(self, state: tuple[list[int]]) -> None:
         (keys,) = state
-        checked = [_check_key(key) for key in keys]
+        checked = [check_key(key) for key in keys]
         if len(set(checked)) != len(checked):
             raise InvalidArgumentError("Inconsistent IndexedSet state.")
         self._keys = checked

@@ -12,17 +12,14 @@ has to skip the deleted slots and slows down linearly).
 
 from __future__ import annotations
 
-import operator
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from reverb_py._pure.indexed_heap import _check_key, _to_priority
+from reverb_py._pure._common import KEY_MAX, check_entries, check_key, contains_key, to_float
 from reverb_py.errors import InvalidArgumentError, NotFoundError, UsageError
 
 __all__ = ["OrderedKeys"]
-
-_KEY_MAX = 2**64 - 1
 
 
 class OrderedKeys:
@@ -57,10 +54,10 @@ class OrderedKeys:
           TypeError: ``key`` is not an integer or ``priority`` is not a number.
           InvalidArgumentError: ``key`` is out of range or already present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         if type(priority) is not float:
-            _to_priority(priority)
+            to_float(priority, "Priority")
         keys = self._keys
         if key in keys:
             raise InvalidArgumentError(f"Key {key} already exists.")
@@ -78,10 +75,10 @@ class OrderedKeys:
           InvalidArgumentError: ``key`` is out of range.
           NotFoundError: ``key`` is not present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         if type(priority) is not float:
-            _to_priority(priority)
+            to_float(priority, "Priority")
         if key not in self._keys:
             raise NotFoundError(f"Key {key} not found.")
 
@@ -97,19 +94,7 @@ class OrderedKeys:
           TypeError: a key is not an integer or a priority is not a number.
           NotFoundError: a key is not present.
         """
-        if len(keys) != len(priorities):
-            raise InvalidArgumentError(
-                "keys and priorities must have the same length, "
-                f"got {len(keys)} and {len(priorities)}."
-            )
-        present = self._keys
-        for key, priority in zip(keys, priorities):
-            if type(key) is not int or key < 0 or key > _KEY_MAX:
-                key = _check_key(key)
-            if type(priority) is not float:
-                _to_priority(priority)
-            if key not in present:
-                raise NotFoundError(f"Key {key} not found.")
+        check_entries(keys, priorities, self._keys)
 
     def delete(self, key: int) -> None:
         """Removes ``key`` in O(1).
@@ -119,8 +104,8 @@ class OrderedKeys:
           InvalidArgumentError: ``key`` is out of range.
           NotFoundError: ``key`` is not present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         try:
             del self._keys[key]
         except KeyError:
@@ -154,8 +139,8 @@ class OrderedKeys:
           InvalidArgumentError: ``key`` is out of range.
           NotFoundError: ``key`` is not present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         keys = self._keys
         if key not in keys:
             raise NotFoundError(f"Key {key} not found.")
@@ -171,11 +156,7 @@ class OrderedKeys:
 
     def __contains__(self, key: object) -> bool:
         """``True`` when ``key`` is present; ``False`` for anything that is not a key."""
-        if type(key) is not int:
-            if not isinstance(key, int):
-                return False
-            key = operator.index(key)
-        return key in self._keys
+        return contains_key(self._keys, key)
 
     def __repr__(self) -> str:
         return f"OrderedKeys(lifo={self._lifo}, size={len(self._keys)})"
@@ -187,7 +168,7 @@ class OrderedKeys:
 
     def __setstate__(self, state: tuple[list[int]]) -> None:
         (keys,) = state
-        checked = [_check_key(key) for key in keys]
+        checked = [check_key(key) for key in keys]
         if len(set(checked)) != len(checked):
             raise InvalidArgumentError("Inconsistent OrderedKeys state.")
         self._keys.clear()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+from reverb_py._pure._common import to_float
 from reverb_py.errors import InvalidArgumentError
 
 __all__ = ["RateLimiterState"]
@@ -66,19 +67,6 @@ def _to_count(value: object, what: str) -> int:
     return value
 
 
-def _to_float(value: object, what: str) -> float:
-    """Converts ``value`` with ``float()``, refusing strings.
-
-    Raises:
-      TypeError: ``value`` is not a number.
-    """
-    if type(value) is float:
-        return value
-    if isinstance(value, (str, bytes, bytearray)):
-        raise TypeError(f"{what} must be a real number, got {type(value).__name__}.")
-    return float(value)  # type: ignore[arg-type]
-
-
 class RateLimiterState:
     """The counters of a rate limiter and Reverb's insert and sample predicates.
 
@@ -119,10 +107,10 @@ class RateLimiterState:
         samples: int = 0,
         deletes: int = 0,
     ) -> None:
-        self._samples_per_insert: float = _to_float(samples_per_insert, "samples_per_insert")
+        self._samples_per_insert: float = to_float(samples_per_insert, "samples_per_insert")
         self._min_size_to_sample: int = _to_int64(min_size_to_sample, "min_size_to_sample")
-        self._min_diff: float = _to_float(min_diff, "min_diff")
-        self._max_diff: float = _to_float(max_diff, "max_diff")
+        self._min_diff: float = to_float(min_diff, "min_diff")
+        self._max_diff: float = to_float(max_diff, "max_diff")
         checked_inserts = _to_int64(inserts, "inserts")
         checked_samples = _to_int64(samples, "samples")
         checked_deletes = _to_int64(deletes, "deletes")

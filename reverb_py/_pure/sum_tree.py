@@ -23,41 +23,19 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
+from reverb_py._pure._common import (
+    KEY_MAX,
+    check_key,
+    check_priority,
+    checked_entries,
+    contains_key,
+    to_float,
+)
 from reverb_py.errors import InvalidArgumentError, NotFoundError, UsageError
 
 __all__ = ["SumTree"]
 
-_KEY_MAX = 2**64 - 1
 _INF = float("inf")
-
-
-def _check_key(key: object) -> int:
-    """Returns ``key`` as an exact ``int`` in ``[0, 2**64)``.
-
-    Raises:
-      TypeError: ``key`` is not an integer.
-      InvalidArgumentError: ``key`` is out of range.
-    """
-    if type(key) is not int:
-        if not isinstance(key, int):
-            raise TypeError(f"Key must be an integer, got {type(key).__name__}.")
-        key = operator.index(key)
-    if key < 0 or key > _KEY_MAX:
-        raise InvalidArgumentError(f"Key must be an integer in [0, 2**64), got {key!r}.")
-    return key
-
-
-def _to_float(value: object, what: str) -> float:
-    """Converts ``value`` with ``float()``, refusing strings.
-
-    Raises:
-      TypeError: ``value`` is not a number.
-    """
-    if type(value) is float:
-        return value
-    if isinstance(value, (str, bytes, bytearray)):
-        raise TypeError(f"{what} must be a real number, got {type(value).__name__}.")
-    return float(value)  # type: ignore[arg-type]
 
 
 class SumTree:
@@ -76,7 +54,7 @@ class SumTree:
     __slots__ = ("_exponent", "_capacity", "_size", "_keys", "_weights", "_sums", "_slots")
 
     def __init__(self, priority_exponent: float, initial_capacity: int = 1024) -> None:
-        exponent = _to_float(priority_exponent, "priority_exponent")
+        exponent = to_float(priority_exponent, "priority_exponent")
         if not isinstance(initial_capacity, int):
             raise TypeError(
                 f"initial_capacity must be an integer, got {type(initial_capacity).__name__}."
@@ -118,8 +96,8 @@ class SumTree:
           InvalidArgumentError: ``key`` is out of range or already present, or
             ``priority`` is invalid.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         weight = self._weight_of(key, priority)
         slots = self._slots
         if key in slots:
@@ -145,8 +123,8 @@ class SumTree:
           InvalidArgumentError: ``key`` is out of range or ``priority`` is invalid.
           NotFoundError: ``key`` is not present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         weight = self._weight_of(key, priority)
         index = self._slots.get(key)
         if index is None:
@@ -170,21 +148,11 @@ class SumTree:
           TypeError: a key is not an integer or a priority is not a number.
           NotFoundError: a key is not present.
         """
-        if len(keys) != len(priorities):
-            raise InvalidArgumentError(
-                "keys and priorities must have the same length, "
-                f"got {len(keys)} and {len(priorities)}."
-            )
         slots = self._slots
-        checked: list[tuple[int, float]] = []
-        for key, priority in zip(keys, priorities):
-            if type(key) is not int or key < 0 or key > _KEY_MAX:
-                key = _check_key(key)
-            weight = self._weight_of(key, priority)
-            index = slots.get(key)
-            if index is None:
-                raise NotFoundError(f"Key {key} not found.")
-            checked.append((index, weight))
+        checked = [
+            (slots[key], weight)
+            for key, weight in checked_entries(keys, priorities, self._weight_of, slots)
+        ]
         weights = self._weights
         for index, weight in checked:
             weights[index] = weight
@@ -198,8 +166,8 @@ class SumTree:
           InvalidArgumentError: ``key`` is out of range.
           NotFoundError: ``key`` is not present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         slots = self._slots
         index = slots.pop(key, None)
         if index is None:
@@ -245,7 +213,7 @@ class SumTree:
         if n == 0:
             raise UsageError("Cannot sample from an empty selector.")
         if type(u) is not float:
-            u = _to_float(u, "u")
+            u = to_float(u, "u")
         if not (u >= 0.0 and u < 1.0):
             raise InvalidArgumentError(f"u must be in [0, 1), got {u!r}.")
         sums = self._sums
@@ -289,8 +257,8 @@ class SumTree:
           InvalidArgumentError: ``key`` is out of range.
           NotFoundError: ``key`` is not present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         index = self._slots.get(key)
         if index is None:
             raise NotFoundError(f"Key {key} not found.")
@@ -307,8 +275,8 @@ class SumTree:
           InvalidArgumentError: ``key`` is out of range.
           NotFoundError: ``key`` is not present.
         """
-        if type(key) is not int or key < 0 or key > _KEY_MAX:
-            key = _check_key(key)
+        if type(key) is not int or key < 0 or key > KEY_MAX:
+            key = check_key(key)
         index = self._slots.get(key)
         if index is None:
             raise NotFoundError(f"Key {key} not found.")
@@ -323,11 +291,7 @@ class SumTree:
 
     def __contains__(self, key: object) -> bool:
         """``True`` when ``key`` is present; ``False`` for anything that is not a key."""
-        if type(key) is not int:
-            if not isinstance(key, int):
-                return False
-            key = operator.index(key)
-        return key in self._slots
+        return contains_key(self._slots, key)
 
     def __repr__(self) -> str:
         total = self._sums[0] if self._size else 0.0
@@ -350,8 +314,8 @@ class SumTree:
         keys, weights = state
         if len(keys) != len(weights):
             raise InvalidArgumentError("Inconsistent SumTree state.")
-        checked_keys = [_check_key(key) for key in keys]
-        checked_weights = [_to_float(weight, "weight") for weight in weights]
+        checked_keys = [check_key(key) for key in keys]
+        checked_weights = [to_float(weight, "weight") for weight in weights]
         if len(set(checked_keys)) != len(checked_keys) or not all(
             weight >= 0.0 and weight < _INF for weight in checked_weights
         ):
@@ -378,9 +342,7 @@ class SumTree:
           InvalidArgumentError: ``priority`` is NaN, negative or infinite, or its weight
             is not finite.
         """
-        value = _to_float(priority, "Priority")
-        if value != value:
-            raise InvalidArgumentError(f"Priority must not be NaN (key={key}, priority={value!r}).")
+        value = check_priority(key, priority)
         if value < 0.0:
             raise InvalidArgumentError(
                 f"Priority must not be negative (key={key}, priority={value!r})."
