@@ -147,3 +147,34 @@ def thread_cpu_seconds() -> dict[str, float]:
         name = names.get(int(tid), "other")
         out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
     return out
+
+
+def reset_peak_rss(pid: int) -> bool:
+    """Resets ``VmHWM`` of process ``pid`` to its current RSS (``/proc/<pid>/clear_refs``,
+    value 5; Linux >= 4.0, own processes). False when not allowed."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def fs_type(path: str | os.PathLike[str]) -> str | None:
+    """The file system type (``ext4``, ``tmpfs``, ...) holding ``path``, from
+    ``/proc/mounts`` (longest matching mount point). Linux only."""
+    path = os.path.realpath(path)
+    best, kind = "", None
+    try:
+        with open("/proc/mounts", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 3:
+                    continue
+                mount = parts[1]
+                inside = path == mount or path.startswith(mount.rstrip("/") + "/")
+                if inside and len(mount) > len(best):
+                    best, kind = mount, parts[2]
+    except OSError:
+        pass
+    return kind

@@ -6,9 +6,18 @@ Usage::
                               [--out benchmarks/results/structures.png] [--size 1000000]
     python -m benchmarks.plot --e2e [--in benchmarks/results/e2e.json]
                               [--out benchmarks/results/e2e.png]
+    python -m benchmarks.plot --checkpoint [--in ...] [--out ...]
+    python -m benchmarks.plot --compare [--in benchmarks/results/compare.json]
+                              [--out benchmarks/results/compare.png]
 
 With ``--e2e``: one bar per end-to-end workload (rate, log scale), with the Reverb reference
 figures (not measured here) drawn as markers where there is one.
+With ``--checkpoint`` (``results/checkpoint.json`` -> ``results/checkpoint.png``): save,
+restore and in-process load seconds per workload, Reverb reference markers likewise.
+With ``--compare`` (``results/compare.json`` -> ``results/compare.png``): grouped bars,
+reverb_py vs dm-reverb, per workload (rates on a log scale; checkpoint seconds; bytes per
+item), each group labelled with its ratio (> 1: reverb_py better), green when the target
+is met.
 
 Top panel: ops/s (log scale) per structure and operation at one size (default: the
 largest measured), compiled vs pure. Bottom panel: the ratio compiled / pure at every
@@ -76,13 +85,200 @@ def plot_e2e(inp: str, out: str) -> pathlib.Path:
     return path
 
 
+def plot_checkpoint(inp: str, out: str) -> pathlib.Path:
+    """Bar chart of ``checkpoint.json``: save, restore (new process) and the in-process
+    load per workload, with the Reverb reference figures (not measured here) as markers."""
+    data = json.loads(pathlib.Path(inp).read_text(encoding="utf-8"))
+    results = data["results"]
+    ref = data.get("reverb_reference", {}).get("values", {})
+    names = list(results)
+    series = (
+        ("save", lambda r: r["save"]["seconds"], "#1f77b4", "save_s"),
+        ("restore (new process until server_info)", lambda r: r["restore"]["seconds"],
+         "#ff7f0e", "restore_s"),
+        ("load_latest + Table.restore alone (in a server process)",
+         lambda r: r["restore_in_process"]["total_s"], "#ffbb78", None),
+    )
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    h = 0.27
+    first = True
+    right = 0.0
+    for j, (label, get, color, ref_key) in enumerate(series):
+        ys = [i + (j - 1) * h for i in range(len(names))]
+        vals = [get(results[n]) for n in names]
+        ax.barh(ys, vals, h, color=color, label=label)
+        for y, v, n in zip(ys, vals, names):
+            ax.text(v, y, f" {v:.2f} s", va="center", fontsize=7)
+            right = max(right, v)
+            rv = ref.get(n, {}).get(ref_key) if ref_key else None
+            if rv is not None:
+                ax.plot([rv], [y], marker="D", color="#d62728", ls="none",
+                        label="dm-reverb 0.14 reference (not measured here)" if first else None)
+                first = False
+                right = max(right, rv)
+    ax.set_yticks(range(len(names)))
+    ax.set_yticklabels([f"{n}\n{results[n]['items']:,} items, "
+                        f"{results[n]['checkpoint_size']['bytes'] / 1e6:.0f} MB"
+                        for n in names], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, right * 1.2)
+    m = data.get("machine", {})
+    ax.set_title(
+        f"reverb_py checkpoints (server process, client.checkpoint() / restart) — "
+        f"{m.get('cpu_model', '?')} ({m.get('cpu_count', '?')} cores), "
+        f"{m.get('date_utc', '')[:10]}",
+        fontsize=9,
+    )
+    ax.set_xlabel("seconds (median of 3)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    path = pathlib.Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+COMPARE_SHORT = {
+    "insert_small": "insert\nsmall",
+    "insert_frames": "insert\nframes",
+    "insert_seq": "insert\nlength-10",
+    "sample_small_uniform": "sample small\nUniform",
+    "sample_small_prioritized": "sample small\nPrioritized",
+    "sample_frames_uniform": "sample frames\nUniform",
+    "sample_frames_prioritized": "sample frames\nPrioritized",
+    "mutate": "mutate\n(keys/s)",
+    "checkpoint_save_small": "save\nsmall",
+    "checkpoint_save_frames": "save\nframes",
+    "checkpoint_restore_small": "restart\nsmall",
+    "checkpoint_restore_frames": "restart\nframes",
+    "memory_small": "small\nitem",
+    "memory_frames": "frame\nitem",
+}
+
+
+def plot_compare(inp: str, out: str) -> pathlib.Path:
+    """Grouped bars of ``compare.json``: reverb_py vs dm-reverb per workload, the ratio
+    (> 1: reverb_py better) above each group, green when its target is met, red if not."""
+    data = json.loads(pathlib.Path(inp).read_text(encoding="utf-8"))
+    res = data["results"]
+    # label, reverb_py value, dm-reverb value, ratio, target met, target
+    rows: list[tuple[str, float, float, float, bool, float]] = []
+    for name, r in res.items():
+        if r["group"] in ("checkpoint", "memory"):
+            continue
+        if "ratio_samples" in r:
+            k = name.split("_")[-1]
+            rows.append((f"{k} actor{'s' if k != '1' else ''}\n+ learner\ninserts",
+                         r["reverb_py"]["value"], r["dm_reverb"]["value"], r["ratio"],
+                         r["target"]["met"], r["target"]["min_ratio"]))
+            rows.append((f"{k} actor{'s' if k != '1' else ''}\n+ learner\nsamples",
+                         r["reverb_py"]["samples_per_s"], r["dm_reverb"]["samples_per_s"],
+                         r["ratio_samples"], r["target"]["met"], r["target"]["min_ratio"]))
+        else:
+            rows.append((COMPARE_SHORT.get(name, name), r["reverb_py"]["value"],
+                         r["dm_reverb"]["value"], r["ratio"], r["target"]["met"],
+                         r["target"]["min_ratio"]))
+
+    def panel(ax: plt.Axes, items: list[tuple[str, float, float, float, bool, float]],
+              ylabel: str, log: bool, fmt: str) -> None:
+        x = list(range(len(items)))
+        w = 0.38
+        py = [i[1] for i in items]
+        dm = [i[2] for i in items]
+        ax.bar([i - w / 2 for i in x], py, w, color="#1f77b4", label="reverb_py")
+        ax.bar([i + w / 2 for i in x], dm, w, color="#ff7f0e", label="dm-reverb 0.14")
+        for i, (_, a, b, ratio, met, target) in enumerate(items):
+            ax.text(i - w / 2, a, format(a, fmt), ha="center", va="bottom", fontsize=6,
+                    rotation=90)
+            ax.text(i + w / 2, b, format(b, fmt), ha="center", va="bottom", fontsize=6,
+                    rotation=90)
+            top = max(a, b)
+            ax.text(i, top * (4.0 if log else 1.22), f"×{ratio:.2f}\n(≥ {target:g})",
+                    ha="center", va="bottom", fontsize=8, fontweight="bold",
+                    color="#2ca02c" if met else "#d62728")
+        if log:
+            ax.set_yscale("log")
+            lo = min(v for i in items for v in (i[1], i[2]) if v > 0)
+            hi = max(v for i in items for v in (i[1], i[2]))
+            ax.set_ylim(lo / 3, hi * 25)
+        else:
+            ax.set_ylim(0, max(v for i in items for v in (i[1], i[2])) * 1.45)
+        ax.set_xticks(x)
+        ax.set_xticklabels([i[0] for i in items], fontsize=7)
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="y", which="both", alpha=0.3)
+
+    fig = plt.figure(figsize=(16, 10))
+    grid = fig.add_gridspec(2, 2, height_ratios=[3, 2], width_ratios=[2, 1])
+    ax1 = fig.add_subplot(grid[0, :])
+    panel(ax1, rows, "items, samples or keys per second (log)", True, ",.0f")
+    ax1.legend(loc="upper left", fontsize=8)
+    m = data.get("machine", {})
+    ax1.set_title(
+        f"reverb_py vs dm-reverb 0.14, same workloads through the public API, servers and "
+        f"clients in separate processes over loopback — {m.get('cpu_model', '?')} "
+        f"({m.get('cpu_count', '?')} cores), {m.get('date_utc', '')[:10]}\nmedians of "
+        f"{data['config']['repeats']} alternating repetitions; ×ratio > 1 = reverb_py better "
+        "(green: target met, red: missed)", fontsize=9)
+    ckpt = [(COMPARE_SHORT.get(n, n), r["reverb_py"]["value"], r["dm_reverb"]["value"],
+             r["ratio"], r["target"]["met"], r["target"]["min_ratio"])
+            for n, r in res.items() if r["group"] == "checkpoint"]
+    if ckpt:
+        ax2 = fig.add_subplot(grid[1, 0])
+        vals = [v for i in ckpt for v in (i[1], i[2]) if v > 0]
+        panel(ax2, ckpt, "seconds (lower is better)", max(vals) / min(vals) > 30, ".2f")
+        names = [n for n, r in res.items() if r["group"] == "checkpoint"]
+        first = True
+        for i, n in enumerate(names):
+            r = res[n]
+            if "spawn_and_imports_s" not in r["reverb_py"]:
+                continue
+            for dx, s in ((-0.19, "reverb_py"), (0.19, "dm_reverb")):
+                ax2.bar(i + dx, r[s]["spawn_and_imports_s"], 0.38, fill=False, hatch="///",
+                        edgecolor="#333333", lw=0,
+                        label="of which interpreter start + import" if first else None)
+                first = False
+        ax2.legend(loc="upper left", fontsize=7)
+        ax2.set_title(f"checkpoint: client.checkpoint() and restart until serving "
+                      f"({data['config']['small_items']:,} small / "
+                      f"{data['config']['frame_items']:,} frame items)", fontsize=9)
+    mem = [(COMPARE_SHORT.get(n, n), r["reverb_py"]["value"], r["dm_reverb"]["value"],
+            r["ratio"], r["target"]["met"], r["target"]["min_ratio"])
+           for n, r in res.items() if r["group"] == "memory"]
+    if mem:
+        ax3 = fig.add_subplot(grid[1, 1])
+        panel(ax3, mem, "server RSS bytes per item (lower is better)", False, ",.0f")
+        ax3.set_title("server memory per item", fontsize=9)
+    fig.tight_layout()
+    path = pathlib.Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--in", dest="inp", default=None)
     parser.add_argument("--out", default=None)
     parser.add_argument("--size", type=int, default=None)
     parser.add_argument("--e2e", action="store_true", help="plot e2e.json instead")
+    parser.add_argument("--checkpoint", action="store_true",
+                        help="plot checkpoint.json instead")
+    parser.add_argument("--compare", action="store_true",
+                        help="plot compare.json (reverb_py vs dm-reverb) instead")
     args = parser.parse_args(argv)
+    if args.compare:
+        path = plot_compare(args.inp or str(RESULTS_DIR / "compare.json"),
+                            args.out or str(RESULTS_DIR / "compare.png"))
+        print(f"# wrote {path}")
+        return 0
+    if args.checkpoint:
+        path = plot_checkpoint(args.inp or str(RESULTS_DIR / "checkpoint.json"),
+                               args.out or str(RESULTS_DIR / "checkpoint.png"))
+        print(f"# wrote {path}")
+        return 0
     if args.e2e:
         path = plot_e2e(args.inp or str(RESULTS_DIR / "e2e.json"),
                         args.out or str(RESULTS_DIR / "e2e.png"))

@@ -3,6 +3,8 @@
     python -m benchmarks.report [--structures benchmarks/results/structures.json]
                                 [--table benchmarks/results/table.json]
                                 [--e2e benchmarks/results/e2e.json]
+                                [--checkpoint benchmarks/results/checkpoint.json]
+                                [--compare benchmarks/results/compare.json]
 """
 
 from __future__ import annotations
@@ -154,14 +156,164 @@ def e2e_md(data: dict) -> str:
     return "\n".join(lines)
 
 
+CHECKPOINT_LABELS = {
+    "small": "{n:,} small items (44 B steps)",
+    "frames": "{n:,} uint8[84,84,4] frames, compressible (as e2e)",
+    "frames_random": "{n:,} uint8[84,84,4] frames, random",
+}
+
+
+def _mb(n: int | float) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def checkpoint_md(data: dict) -> str:
+    res = data["results"]
+    ref = data["reverb_reference"]["values"]
+    lines = [f"Machine: {_machine(data['machine'])}; packages {data['machine'].get('packages')}; "
+             f"checkpoints on `{data['machine'].get('checkpoint_fs')}`; IMPLEMENTATION client "
+             f"`{data['implementation']}`, server `{data['server_implementation']}`.", ""]
+    lines.append("| workload | save | restore (new process → full `server_info`) | of which "
+                 "in-process `load_latest` + `Table.restore` | checkpoint on disk | server RSS "
+                 "before → peak during save | Reverb reference save / restore (not measured "
+                 "here) |")
+    lines.append("|---|---:|---:|---:|---:|---:|---|")
+    for name, r in res.items():
+        label = CHECKPOINT_LABELS.get(name, name).format(n=r["items"])
+        s, rs, ip = r["save"], r["restore"], r["restore_in_process"]
+        m, size = r["memory_during_save"], r["checkpoint_size"]
+        rf = ref.get(name)
+        rtext = f"{rf['save_s']:.1f} s / {rf['restore_s']:.1f} s" if rf else "—"
+        lines.append(
+            f"| {label} | {s['seconds']:.2f} s | {rs['seconds']:.2f} s | "
+            f"{ip['load_latest_s']:.2f} + {ip['table_restore_s']:.2f} s | "
+            f"{_mb(size['bytes'])} ({size['bytes_per_item']:,.0f} B/item) | "
+            f"{_mib(m['rss_before_kib'])} → {_mib(m['rss_peak_kib'])} | {rtext} |"
+        )
+    lines.append("")
+    lines.append("| workload | restore phases: spawn + imports | import reverb_py | `Server()` "
+                 "(its `load_latest`) | first `server_info` | server RSS after restore |")
+    lines.append("|---|---:|---:|---:|---:|---:|")
+    for name, r in res.items():
+        ph = r["restore"]["phases"]
+        lines.append(
+            f"| {name} | {ph['spawn_and_imports_s']:.2f} s | {ph['import_reverb_s']:.2f} s | "
+            f"{ph['server_ctor_s']:.2f} s ({ph['ctor_load_latest_s']:.2f} s) | "
+            f"{ph['first_server_info_s']:.3f} s | {_mib(r['restore']['rss_after_restore_kib'])} |"
+        )
+    base = data.get("baseline_start_empty")
+    if base:
+        lines.append(f"\nA server process with an empty checkpoint directory answers "
+                     f"`server_info` {base['seconds']:.2f} s after `Process.start()`.")
+    lines.append(f"\n{data['reverb_reference']['note']}.")
+    for w in data.get("warnings", []):
+        lines.append(f"\nWARNING: {w}")
+    return "\n".join(lines)
+
+
+COMPARE_SYSTEMS = ("reverb_py", "dm_reverb")
+
+
+def _cmp_value(value: float, unit: str) -> str:
+    if unit == "s":
+        return f"{value:.2f} s"
+    if unit == "B/item":
+        return f"{value:,.0f} B"
+    return _rate1(value)
+
+
+def _verdict(target: dict) -> str:
+    m = target["margin"]
+    if target["met"]:
+        return f"met (+{(m - 1) * 100:.0f} %)"
+    return f"**missed** ({m * 100:.0f} % of target)"
+
+
+def compare_md(data: dict) -> str:
+    """``compare.json`` (``benchmarks.compare``): one row per workload, reverb_py vs
+    dm-reverb, ratio (> 1: reverb_py better) and target verdict with its margin."""
+    res = data["results"]
+    systems = data["systems"]
+
+    def versions(s: str) -> str:
+        v = systems[s].get("versions") or {}
+        keys = (("reverb_py", "grpcio", "protobuf", "cramjam", "uvloop", "numpy")
+                if s == "reverb_py" else ("dm-reverb", "tensorflow", "numpy", "protobuf"))
+        return ", ".join(f"{k} {v.get(k)}" for k in keys if v.get(k))
+
+    cfg = data["config"]
+    lines = [
+        f"Machine: {_machine(data['machine'])}.",
+        f"reverb_py: Python {systems['reverb_py']['versions']['python']}, "
+        f"{versions('reverb_py')}; server IMPLEMENTATION "
+        f"`{systems['reverb_py'].get('server_implementation')}`. dm-reverb: Python "
+        f"{systems['dm_reverb']['versions']['python']}, {versions('dm_reverb')}.",
+        f"{cfg['repeats']} repetitions per workload, the two systems alternating; medians. "
+        f"{data['ratio_convention']}",
+        "",
+        "| workload | unit | reverb_py | dm-reverb | ratio | target | verdict (margin) |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for name, r in res.items():
+        unit, t = r["unit"], r["target"]
+        lines.append(
+            f"| {r['label']} | {unit} | {_cmp_value(r['reverb_py']['value'], unit)} | "
+            f"{_cmp_value(r['dm_reverb']['value'], unit)} | **{r['ratio']:.2f}** | "
+            f"≥ {t['min_ratio']:g} | {_verdict(t)}"
+            + (" on the lower of its two ratios (items, samples) |" if "ratio_samples" in r
+               else " |")
+        )
+        if "ratio_samples" in r:
+            label = r["label"].replace("items inserted", "samples")
+            lines.append(
+                f"| {label} | samples/s | {_rate1(r['reverb_py']['samples_per_s'])} | "
+                f"{_rate1(r['dm_reverb']['samples_per_s'])} | **{r['ratio_samples']:.2f}** | "
+                f"≥ {t['min_ratio']:g} | (row above) |"
+            )
+    restore = [(n, r) for n, r in res.items() if n.startswith("checkpoint_restore")]
+    if restore:
+        lines += ["", "| restart (median) | reverb_py | dm-reverb |", "|---|---:|---:|"]
+        for n, r in restore:
+            py, dm = r["reverb_py"], r["dm_reverb"]
+            lines.append(f"| {r['label']}: process start until full `server_info` | "
+                         f"{py['value']:.2f} s | {dm['value']:.2f} s |")
+            lines.append(f"| … of which interpreter start + `import` | "
+                         f"{py['spawn_and_imports_s']:.2f} s | {dm['spawn_and_imports_s']:.2f} s |")
+            lines.append(f"| … of which `Server(tables, checkpointer=…)` (loads it) "
+                         f"| {py['server_ctor_s']:.2f} s | {dm['server_ctor_s']:.2f} s |")
+    mem = [(n, r) for n, r in res.items() if n.startswith("memory")]
+    if mem:
+        lines += ["", "| server RSS growth per item | reverb_py | dm-reverb |", "|---|---:|---:|"]
+        for n, r in mem:
+            py, dm = r["reverb_py"], r["dm_reverb"]
+            lines.append(f"| {r['label']}, one-table server | {py['value']:,.0f} B | "
+                         f"{dm['value']:,.0f} B |")
+            n_main = py.get("main_server_items")
+            items = f"{n_main:,} items, " if n_main else ""
+            lines.append(f"| same, main server, Uniform table ({items}filled first) | "
+                         f"{py['main_server_bytes_per_item']:,.0f} B | "
+                         f"{dm['main_server_bytes_per_item']:,.0f} B |")
+            lines.append(f"| same, main server, Prioritized table ({items}filled next) | "
+                         f"{py['main_server_prioritized_bytes_per_item']:,.0f} B | "
+                         f"{dm['main_server_prioritized_bytes_per_item']:,.0f} B |")
+    met = sum(1 for r in res.values() if r["target"]["met"])
+    lines.append(f"\nTargets met: {met} of {len(res)}.")
+    for w in data.get("warnings", []):
+        lines.append(f"\nWARNING: {w}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--structures", default=str(RESULTS_DIR / "structures.json"))
     parser.add_argument("--table", default=str(RESULTS_DIR / "table.json"))
     parser.add_argument("--e2e", default=str(RESULTS_DIR / "e2e.json"))
+    parser.add_argument("--checkpoint", default=str(RESULTS_DIR / "checkpoint.json"))
+    parser.add_argument("--compare", default=str(RESULTS_DIR / "compare.json"))
     args = parser.parse_args(argv)
     for path, fn in ((args.structures, structures_md), (args.table, table_md),
-                     (args.e2e, e2e_md)):
+                     (args.e2e, e2e_md), (args.checkpoint, checkpoint_md),
+                     (args.compare, compare_md)):
         p = pathlib.Path(path)
         if p.exists():
             print(f"### {p.name}\n")
