@@ -206,9 +206,15 @@ def test_every_flipped_byte_is_detected(tmp_path: Path, compression: str) -> Non
             damaged = bytearray(good)
             damaged[position] ^= flip
             (tmp_path / "bad").write_bytes(bytes(damaged))
-            with pytest.raises(CorruptRecordError) as info:
-                list(read_records(tmp_path / "bad"))
-            assert str(tmp_path / "bad") in str(info.value)
+            try:
+                records = list(read_records(tmp_path / "bad"))
+            except CorruptRecordError as error:
+                assert str(tmp_path / "bad") in str(error)
+            else:
+                # Only a bit that carries no data (deflate's padding after a block) may
+                # flip unnoticed, and then every record reads back unchanged.
+                assert compression == COMPRESSION_ZLIB, position
+                assert records == small_records(), position
 
 
 def test_flipped_payload_byte_message(tmp_path: Path) -> None:
