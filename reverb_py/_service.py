@@ -15,12 +15,12 @@ import asyncio
 import logging
 import secrets
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import grpc
 
-from reverb_py import errors
+from reverb_py import _codec, errors
 from reverb_py._status import status_for_error
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py.table import Item, SampledItem, Table
@@ -65,107 +65,9 @@ class Chunk:
 # ---------------------------------------------------------------- wire helpers
 
 
-def _read_varint(buffer: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buffer):
-            raise errors.InvalidArgumentError("Truncated message.")
-        byte = buffer[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise errors.InvalidArgumentError("Malformed varint.")
-
-
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _skip_field(buffer: bytes, pos: int, wire_type: int) -> int:
-    if wire_type == 0:
-        return _read_varint(buffer, pos)[1]
-    if wire_type == 1:
-        return pos + 8
-    if wire_type == 2:
-        length, pos = _read_varint(buffer, pos)
-        return pos + length
-    if wire_type == 5:
-        return pos + 4
-    raise errors.InvalidArgumentError(f"Unsupported wire type {wire_type}.")
-
-
-def _fields(buffer: bytes) -> list[tuple[int, int, Any]]:
-    """Splits a message into ``(field, wire_type, value)``; values of type 2 are bytes."""
-    out: list[tuple[int, int, Any]] = []
-    pos = 0
-    end = len(buffer)
-    while pos < end:
-        tag, pos = _read_varint(buffer, pos)
-        field, wire_type = tag >> 3, tag & 7
-        if field == 0:
-            raise errors.InvalidArgumentError("Malformed message: field number 0.")
-        if wire_type == 2:
-            length, pos = _read_varint(buffer, pos)
-            if pos + length > end:
-                raise errors.InvalidArgumentError("Truncated message.")
-            out.append((field, 2, buffer[pos : pos + length]))
-            pos += length
-        elif wire_type == 0:
-            value, pos = _read_varint(buffer, pos)
-            out.append((field, 0, value))
-        else:
-            start = pos
-            pos = _skip_field(buffer, pos, wire_type)
-            if pos > end:
-                raise errors.InvalidArgumentError("Truncated message.")
-            out.append((field, wire_type, buffer[start:pos]))
-    return out
-
-
 def parse_chunk(data: bytes) -> Chunk:
-    """Reads a ``ChunkData``'s key and episode id and keeps its bytes as they are.
-
-    PERF(parse-chunk): fields are skipped without copying, and reading stops once both
-    fields were seen (writers put them first).
-    """
-    key = 0
-    episode_id = 0
-    seen = 0
-    pos = 0
-    end = len(data)
-    while pos < end and seen != 3:
-        tag, pos = _read_varint(data, pos)
-        field, wire_type = tag >> 3, tag & 7
-        if field == 0:
-            raise errors.InvalidArgumentError("Malformed message: field number 0.")
-        if field == 1 and wire_type == 0:
-            key, pos = _read_varint(data, pos)
-            seen |= 1
-        elif field == 2 and wire_type == 2:
-            length, pos = _read_varint(data, pos)
-            if pos + length > end:
-                raise errors.InvalidArgumentError("Truncated message.")
-            for sub_field, sub_type, sub_value in _fields(data[pos : pos + length]):
-                if sub_field == 1 and sub_type == 0:
-                    episode_id = sub_value
-            pos += length
-            seen |= 2
-        else:
-            pos = _skip_field(data, pos, wire_type)
-            if pos > end:
-                raise errors.InvalidArgumentError("Truncated message.")
+    """Reads a ``ChunkData``'s key and episode id and keeps its bytes as they are."""
+    key, episode_id = _codec.chunk_key_and_episode(data)
     return Chunk(key, episode_id, data)
 
 
@@ -181,24 +83,20 @@ class _InsertRequest:
 def parse_insert_request(data: bytes) -> _InsertRequest:
     """Splits an ``InsertStreamRequest`` without decoding its chunks."""
     request = _InsertRequest()
-    for field, wire_type, value in _fields(data):
+    for field, wire_type, value in _codec.message_fields(data):
         if field == 1 and wire_type == 2:
-            request.chunks.append(value)
+            request.chunks.append(bytes(value))
         elif field == 2 and wire_type == 2:
-            request.items.append(value)
+            request.items.append(bytes(value))
         elif field == 3:
             if wire_type == 0:
                 request.keep_chunk_keys.append(value)
             elif wire_type == 2:
                 pos = 0
                 while pos < len(value):
-                    key, pos = _read_varint(value, pos)
+                    key, pos = _codec.read_varint(value, pos)
                     request.keep_chunk_keys.append(key)
     return request
-
-
-def _length_delimited(field: int, payload: bytes) -> bytes:
-    return _encode_varint(field << 3 | 2) + _encode_varint(len(payload)) + payload
 
 
 _END_OF_SEQUENCE = b"\x18\x01"  # field 3, varint, true
@@ -381,27 +279,23 @@ class ReverbServicer:
 def _sample_info(table_field: bytes, record: SampledItem) -> bytes:
     """Encodes a ``SampleInfo`` by hand (PERF(sample-info): no message objects per sample).
 
-    ``table_field`` is the already encoded ``PrioritizedItem.table`` field. Zero values are
-    left out, as protobuf does.
+    ``table_field`` is the encoded ``PrioritizedItem.table`` field (tag included). Zero
+    values are left out, as protobuf does.
     """
     item = record.item
-    parts = [b"\x08", _encode_varint(item.key), table_field]
-    if record.priority:
-        parts.append(b"\x29" + _DOUBLE.pack(record.priority))
-    if record.times_sampled:
-        parts.append(b"\x30" + _encode_varint(record.times_sampled))
-    seconds, nanos = divmod(item.inserted_at, 1_000_000_000)
-    timestamp = (b"\x08" + _encode_varint(seconds) if seconds else b"") + (
-        b"\x10" + _encode_varint(nanos) if nanos else b""
+    encoded_item = _codec.encode_stored_item(
+        item.key,
+        table_field,
+        record.priority,
+        record.times_sampled,
+        item.inserted_at,
+        item.trajectory if item.trajectory is not None else b"",
     )
-    parts.append(_length_delimited(7, timestamp))
-    if item.trajectory is not None:
-        parts.append(_length_delimited(8, item.trajectory))
-    info = [_length_delimited(1, b"".join(parts))]
+    info = [_codec.length_delimited(b"\x0a", encoded_item)]
     if record.probability:
         info.append(b"\x11" + _DOUBLE.pack(record.probability))
     if record.table_size:
-        info.append(b"\x18" + _encode_varint(record.table_size))
+        info.append(b"\x18" + _codec.encode_varint(record.table_size))
     if record.rate_limited:
         info.append(b"\x20\x01")
     return b"".join(info)
@@ -409,31 +303,31 @@ def _sample_info(table_field: bytes, record: SampledItem) -> bytes:
 
 def _sample_responses(table: str, records: list[SampledItem]) -> list[bytes]:
     """Packs samples into ``SampleStreamResponse`` messages of about 2 MiB of chunks."""
-    table_field = _length_delimited(2, table.encode())
+    table_field = _codec.length_delimited(b"\x12", table.encode())
     responses: list[bytes] = []
     entries: list[bytes] = []
     size = 0
     for record in records:
         chunks: list[Chunk] = list(record.item.chunks)
-        parts = [_length_delimited(1, _sample_info(table_field, record))]
+        parts = [_codec.length_delimited(b"\x0a", _sample_info(table_field, record))]
         if not chunks:
             parts.append(_END_OF_SEQUENCE)
-            entries.append(_length_delimited(1, b"".join(parts)))
+            entries.append(_codec.length_delimited(b"\x0a", b"".join(parts)))
             continue
         for index, chunk in enumerate(chunks):
             if size and size + len(chunk.data) > _MAX_RESPONSE_CHUNK_BYTES:
                 # Close the current entry and response; the sample continues in the next.
                 if parts:
-                    entries.append(_length_delimited(1, b"".join(parts)))
+                    entries.append(_codec.length_delimited(b"\x0a", b"".join(parts)))
                     parts = []
                 responses.append(b"".join(entries))
                 entries = []
                 size = 0
-            parts.append(_length_delimited(2, chunk.data))
+            parts.append(_codec.length_delimited(b"\x12", chunk.data))
             size += len(chunk.data)
             if index == len(chunks) - 1:
                 parts.append(_END_OF_SEQUENCE)
-        entries.append(_length_delimited(1, b"".join(parts)))
+        entries.append(_codec.length_delimited(b"\x0a", b"".join(parts)))
     if entries:
         responses.append(b"".join(entries))
     return responses
@@ -580,8 +474,3 @@ class _InsertStream:
             return
         keys, self._confirmed = self._confirmed, []
         await self._context.write(reverb_service_pb2.InsertStreamResponse(keys=keys))
-
-
-def serve_tables(tables: Mapping[str, Table]) -> Callable[[], grpc.GenericRpcHandler]:
-    """A factory for the generic handler of a servicer over ``tables``."""
-    return ReverbServicer(tables).handler

@@ -53,7 +53,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from reverb_py import _tfrecord, errors
+from reverb_py import _codec, _tfrecord, errors
 from reverb_py._proto import checkpoint_pb2, schema_pb2
 from reverb_py.table import Item, TableSnapshot
 
@@ -226,68 +226,19 @@ class _Progress:
 
 
 def _fields(data: bytes | memoryview) -> Iterator[tuple[int, int, Any]]:
-    """The top-level fields of a serialized message: (number, wire type, value).
-
-    Varints give an int, length-delimited fields a memoryview, fixed fields None.
-
-    Raises:
-      CheckpointCorruptedError: the bytes are not a well-formed message.
-    """
-    data = memoryview(data)  # Slices below are views, not copies of (large) fields.
-    pos = 0
-    end = len(data)
-    while pos < end:
-        tag, pos = _varint(data, pos)
-        number, wire_type = tag >> 3, tag & 7
-        if wire_type == 0:
-            value, pos = _varint(data, pos)
-            yield number, 0, value
-        elif wire_type == 2:
-            size, pos = _varint(data, pos)
-            if pos + size > end:
-                raise CheckpointCorruptedError("truncated length-delimited field")
-            yield number, 2, data[pos : pos + size]
-            pos += size
-        elif wire_type == 1:
-            pos += 8
-            yield number, 1, None
-        elif wire_type == 5:
-            pos += 4
-            yield number, 5, None
-        else:
-            raise CheckpointCorruptedError(f"bad wire type {wire_type}")
-    if pos != end:
-        raise CheckpointCorruptedError("truncated fixed-size field")
-
-
-def _varint(data: memoryview, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(data):
-            raise CheckpointCorruptedError("truncated varint")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result & 0xFFFFFFFFFFFFFFFF, pos
-        shift += 7
-        if shift > 63:
-            raise CheckpointCorruptedError("malformed varint")
+    """:func:`reverb_py._codec.message_fields`, malformed input reported as corruption."""
+    try:
+        yield from _codec.message_fields(data)
+    except errors.InvalidArgumentError as error:
+        raise CheckpointCorruptedError(str(error)) from None
 
 
 def _chunk_key_and_episode(data: bytes) -> tuple[int, int]:
     """``ChunkData.chunk_key`` and ``sequence_range.episode_id`` of serialized chunk bytes."""
-    key = 0
-    episode_id = 0
-    for number, wire_type, value in _fields(data):
-        if number == 1 and wire_type == 0:
-            key = value
-        elif number == 2 and wire_type == 2:
-            for sub_number, sub_type, sub_value in _fields(value):
-                if sub_number == 1 and sub_type == 0:
-                    episode_id = sub_value
-    return key, episode_id
+    try:
+        return _codec.chunk_key_and_episode(data)
+    except errors.InvalidArgumentError as error:
+        raise CheckpointCorruptedError(str(error)) from None
 
 
 def _chunk_bytes(chunk: Any) -> bytes:
@@ -304,21 +255,21 @@ def _chunk_bytes(chunk: Any) -> bytes:
     )
 
 
-def _encode_item(item: Item, table: str) -> bytes:
-    message = schema_pb2.PrioritizedItem(
-        key=item.key, table=table, priority=item.priority, times_sampled=item.times_sampled
-    )
-    seconds, nanos = divmod(int(item.inserted_at), _NS)
-    message.inserted_at.seconds = seconds
-    message.inserted_at.nanos = nanos
+def _encode_item(item: Item, table_field: bytes) -> bytes:
+    """The item's ``PrioritizedItem``; ``table_field`` is the encoded table name field."""
     trajectory = item.trajectory
-    if trajectory is not None:
-        if isinstance(trajectory, (bytes, bytearray, memoryview)):
-            message.flat_trajectory.MergeFromString(bytes(trajectory))
-        else:
-            message.flat_trajectory.CopyFrom(trajectory)
-    encoded: bytes = message.SerializeToString()
-    return encoded
+    if trajectory is None:
+        trajectory = b""
+    elif not isinstance(trajectory, (bytes, bytearray, memoryview)):
+        trajectory = trajectory.SerializeToString()
+    return _codec.encode_stored_item(
+        item.key,
+        table_field,
+        item.priority,
+        item.times_sampled,
+        int(item.inserted_at),
+        bytes(trajectory),
+    )
 
 
 # ---------------------------------------------------------------------------- base class
@@ -507,7 +458,9 @@ class DefaultCheckpointer(CheckpointerBase):
             os.path.join(directory, CHUNKS_FILE)
         ) as chunks_writer:
             for snapshot in snapshots:
-                table = snapshot.checkpoint.table_name
+                table_field = _codec.length_delimited(
+                    b"\x12", snapshot.checkpoint.table_name.encode()
+                )
                 for item in snapshot.items:
                     num_bytes = 0
                     for chunk in item.chunks:
@@ -517,7 +470,7 @@ class DefaultCheckpointer(CheckpointerBase):
                             data = _chunk_bytes(chunk)
                             chunks_writer.write(data)
                             num_bytes += len(data)
-                    record = _encode_item(item, table)
+                    record = _encode_item(item, table_field)
                     items_writer.write(record)
                     progress.add(num_bytes + len(record), 1)
         progress.chunks = len(seen)

@@ -362,7 +362,8 @@ def test_client_killed_mid_stream_releases_its_chunks(tmp_path) -> None:
 
 
 def test_sample_info_encoding_matches_protobuf() -> None:
-    from reverb_py._service import _length_delimited, _sample_info
+    from reverb_py._codec import length_delimited
+    from reverb_py._service import _sample_info
     from reverb_py.table import Item, SampledItem
 
     trajectory = item(1, "t", [5, 6]).flat_trajectory
@@ -375,7 +376,7 @@ def test_sample_info_encoding_matches_protobuf() -> None:
                                   inserted_at=inserted),
                              probability, size, priority, times, limited)
         parsed = schema_pb2.SampleInfo.FromString(
-            _sample_info(_length_delimited(2, "tåble".encode()), record))
+            _sample_info(length_delimited(b"\x12", "tåble".encode()), record))
         assert parsed.item.key == 2**64 - 1 and parsed.item.table == "tåble"
         assert parsed.item.priority == priority and parsed.item.times_sampled == times
         assert parsed.item.inserted_at.ToNanoseconds() == inserted
