@@ -383,3 +383,11 @@ def test_sample_info_encoding_matches_protobuf() -> None:
         assert parsed.item.flat_trajectory == trajectory
         assert (parsed.probability, parsed.table_size, parsed.rate_limited) == (
             probability, size, limited)
+
+
+@pytest.mark.parametrize("keep", [[1, 99], [1, 1]], ids=["never-sent", "duplicate"])
+async def test_keep_chunk_keys_must_name_held_chunks_once(channel, keep) -> None:
+    await expect_status(
+        insert(channel, [pb.InsertStreamRequest(chunks=[chunk(1)], items=[item(1, "uniform", [1])],
+                                                keep_chunk_keys=keep)]),
+        grpc.StatusCode.FAILED_PRECONDITION, "Kept fewer chunks")
