@@ -135,6 +135,9 @@ def test_sample_emits_timesteps(client) -> None:
     [steps] = list(client.sample("my_table", 1))
     assert len(steps) == 4
     assert [float(step.data[0]) for step in steps] == [0.0, 1.0, 2.0, 3.0]
+    # As Reverb: every per-step value is an array (0-d for a scalar column).
+    assert all(isinstance(value, np.ndarray) for step in steps for value in step.data)
+    assert steps[0].data[0].shape == () and steps[0].data[0].dtype == np.float32
     np.testing.assert_array_equal(steps[2].data[1], [2, 3])
 
 
