@@ -1,6 +1,7 @@
 """The replay server: tables served over gRPC with Reverb's protocol.
 
-Run it as a daemon with ``python -m reverb_py.server`` (see :mod:`reverb_py._daemon`).
+Run it as a daemon with ``python -m reverb_py.server`` (``__main__.py`` here; the daemon
+itself is :mod:`reverb_py._daemon`).
 """
 
 from __future__ import annotations
@@ -205,10 +206,3 @@ class Server:
             f"implementation={_impl.IMPLEMENTATION!r}, {state})"
         )
 
-
-if __name__ == "__main__":
-    import sys
-
-    from reverb_py._daemon import main
-
-    sys.exit(main())
