@@ -28,7 +28,6 @@ import sys
 from typing import TYPE_CHECKING
 
 from reverb_py import _impl
-from reverb_py._proto import schema_pb2
 
 if TYPE_CHECKING:
     from reverb_py.table import Table
@@ -105,15 +104,6 @@ class RateLimiter:
                 "every table needs its own rate limiter object."
             )
         self._table_name = table.name
-
-    def info(self) -> schema_pb2.RateLimiterInfo:
-        """The settings as Reverb's ``RateLimiterInfo`` (counters not included)."""
-        return schema_pb2.RateLimiterInfo(
-            samples_per_insert=self._samples_per_insert,
-            min_diff=self._min_diff,
-            max_diff=self._max_diff,
-            min_size_to_sample=self._min_size_to_sample,
-        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RateLimiter):
