@@ -1,7 +1,7 @@
 # reverb_py: the two commands a user needs are `make run` and `make test`.
 #
-#   make test     create .venv, build the Cython modules, run the suite compiled, then pure,
-#                 then the integration tests once more in asyncio debug mode
+#   make test     create .venv, build the Cython modules, run the suite compiled, then pure
+#   make test-debug  the integration tests in asyncio debug mode
 #   make run      start the replay server daemon on localhost with the default table
 #   make build    (re)build the compiled modules in place
 #   make debug    build with bounds checks and line tracing, run the parity tests on it
@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 REVERB_PYTHON ?= python3.11
 REVERB_VENV ?= .venv-reverb
 
-.PHONY: test run build debug protos bench interop clean
+.PHONY: test test-debug run build debug protos bench interop clean
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ build: $(VENV)/.installed
 test: build
 	REVERB_PY_REQUIRE_SPEEDUPS=1 $(PY) -m pytest $(PYTEST_ARGS)
 	REVERB_PY_NO_EXTENSIONS=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+# The integration tests in asyncio debug mode. Not part of `make test`: in a fresh clone
+# this run was seen to grow one process past the machine's memory (not yet understood).
+test-debug: build
 	PYTHONASYNCIODEBUG=1 $(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 debug: $(VENV)/.installed
