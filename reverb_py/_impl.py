@@ -1,19 +1,23 @@
-"""The one place that picks compiled or pure-Python hot structures.
+"""The one place that picks compiled or pure-Python hot code.
 
-The rest of the package imports ``SumTree``, ``IndexedHeap``, ``OrderedKeys``,
-``IndexedSet`` and ``RateLimiterState`` from here, never from ``_pure`` or ``_speedups``.
+The rest of the package imports from here, never from ``_pure`` or ``_speedups``:
 
-The choice is all-or-nothing: either every structure comes from the compiled modules
-built from ``_speedups/`` (``IMPLEMENTATION == "cython"``), or every one comes from the
+* the structures ``SumTree``, ``IndexedHeap``, ``OrderedKeys``, ``IndexedSet`` and
+  ``RateLimiterState``;
+* the ``checkpoint_records`` module: checkpoint record framing and stored items.
+
+The choice is all-or-nothing: either everything comes from the compiled modules built
+from ``_speedups/`` (``IMPLEMENTATION == "cython"``), or everything comes from the
 pure-Python twins in ``reverb_py._pure`` (``IMPLEMENTATION == "python"``). Setting
-``REVERB_PY_NO_EXTENSIONS`` to a non-empty value forces the pure twins. Only a module
-that was not built falls back; a compiled module that fails to load for another reason
-(a broken build) raises.
+``REVERB_PY_NO_EXTENSIONS`` to a non-empty value forces the pure twins; so does a build
+that lacks any compiled module (checked before anything is imported). A compiled module
+that is present but fails to load (a broken build) raises.
 """
 
 from __future__ import annotations
 
 import os
+from importlib.util import find_spec
 from typing import TYPE_CHECKING
 
 __all__ = [
@@ -24,11 +28,28 @@ __all__ = [
     "OrderedKeys",
     "RateLimiterState",
     "SumTree",
+    "checkpoint_records",
 ]
 
 NO_EXTENSIONS = bool(os.environ.get("REVERB_PY_NO_EXTENSIONS"))
 
-if TYPE_CHECKING or NO_EXTENSIONS:
+COMPILED_MODULES = (
+    "checkpoint_records",
+    "indexed_heap",
+    "indexed_set",
+    "ordered_keys",
+    "rate_limiter_state",
+    "sum_tree",
+)
+"""The modules of ``reverb_py._speedups``, each with a twin in ``reverb_py._pure``."""
+
+
+def _compiled_modules_built() -> bool:
+    return all(find_spec(f"reverb_py._speedups.{name}") is not None for name in COMPILED_MODULES)
+
+
+if TYPE_CHECKING or NO_EXTENSIONS or not _compiled_modules_built():
+    from reverb_py._pure import checkpoint_records
     from reverb_py._pure.indexed_heap import IndexedHeap
     from reverb_py._pure.indexed_set import IndexedSet
     from reverb_py._pure.ordered_keys import OrderedKeys
@@ -37,21 +58,11 @@ if TYPE_CHECKING or NO_EXTENSIONS:
 
     IMPLEMENTATION = "python"
 else:
-    try:
-        from reverb_py._speedups.indexed_heap import IndexedHeap
-        from reverb_py._speedups.indexed_set import IndexedSet
-        from reverb_py._speedups.ordered_keys import OrderedKeys
-        from reverb_py._speedups.rate_limiter_state import RateLimiterState
-        from reverb_py._speedups.sum_tree import SumTree
+    from reverb_py._speedups import checkpoint_records
+    from reverb_py._speedups.indexed_heap import IndexedHeap
+    from reverb_py._speedups.indexed_set import IndexedSet
+    from reverb_py._speedups.ordered_keys import OrderedKeys
+    from reverb_py._speedups.rate_limiter_state import RateLimiterState
+    from reverb_py._speedups.sum_tree import SumTree
 
-        IMPLEMENTATION = "cython"
-    except ModuleNotFoundError as error:
-        if not (error.name or "").startswith("reverb_py._speedups"):
-            raise
-        from reverb_py._pure.indexed_heap import IndexedHeap
-        from reverb_py._pure.indexed_set import IndexedSet
-        from reverb_py._pure.ordered_keys import OrderedKeys
-        from reverb_py._pure.rate_limiter_state import RateLimiterState
-        from reverb_py._pure.sum_tree import SumTree
-
-        IMPLEMENTATION = "python"
+    IMPLEMENTATION = "cython"

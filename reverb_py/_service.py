@@ -20,7 +20,7 @@ from typing import Any
 
 import grpc
 
-from reverb_py import _codec, errors
+from reverb_py import _codec, _impl, errors
 from reverb_py._status import status_for_error
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py.table import Item, SampledItem, Table
@@ -67,7 +67,7 @@ class Chunk:
 
 def parse_chunk(data: bytes) -> Chunk:
     """Reads a ``ChunkData``'s key and episode id and keeps its bytes as they are."""
-    key, episode_id = _codec.chunk_key_and_episode(data)
+    key, episode_id = _impl.checkpoint_records.chunk_key_and_episode(data)
     return Chunk(key, episode_id, data)
 
 

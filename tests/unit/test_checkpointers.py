@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import gc
 import logging
 import os
 import shutil
@@ -834,3 +835,73 @@ def test_reverb_api_surface(tmp_path: Path) -> None:
         shutil.rmtree(temporary.path)
     assert issubclass(CheckpointCorruptedError, reverb_py.ReverbError)
     assert issubclass(CheckpointCorruptedError, ValueError)
+
+
+# ---------------------------------------------------------------------------- batches
+
+
+def big_table(name: str, count: int) -> Table:
+    table = Table(name, selectors.Fifo(), selectors.Fifo(), count, rate_limiters.MinSize(1))
+    chunks = [make_chunk(50_000 + index, index // 7) for index in range(count // 3 + 1)]
+    items = [make_item(key, 0.5 + key, *dict.fromkeys([chunks[key // 3], chunks[key // 4]]),
+                       columns=2)
+             for key in range(count)]
+    for position, item in enumerate(items):
+        item.inserted_at = 1_000 + position
+        item.times_sampled = position % 5
+    table.restore(TableSnapshot(table.snapshot().checkpoint, items))
+    return table
+
+
+def test_many_items_across_batches_round_trip(tmp_path: Path) -> None:
+    tables = [big_table("a", 2 * checkpointers._ITEM_BATCH + 17), big_table("b", 5)]
+    snapshots = [table.snapshot() for table in tables]
+    calls: list[tuple[int, int]] = []
+    path = DefaultCheckpointer(tmp_path).save(snapshots, lambda b, i: calls.append((b, i)))
+    total = sum(len(snapshot.items) for snapshot in snapshots)
+    assert calls[-1][1] == total
+    assert all(later[1] - earlier[1] <= checkpointers._PROGRESS_ITEMS
+               for earlier, later in zip(calls, calls[1:]))
+    loaded = DefaultCheckpointer(tmp_path).load(path, parse_chunk)
+    assert state(loaded) == state(snapshots)
+    # Chunks shared between items stay shared.
+    items = loaded[0].items
+    assert items[0].chunks[0] is items[1].chunks[0]
+
+
+def test_items_in_the_old_layout_among_current_ones_keep_their_order(tmp_path: Path) -> None:
+    snapshot = big_table("t", 6).snapshot()
+    path = Path(DefaultCheckpointer(tmp_path).save([snapshot]))
+    records = list(read_records(path / "items.tfrecord"))
+    old = schema_pb2.PrioritizedItem.FromString(records[4])
+    [key] = {piece.chunk_key for piece in old.flat_trajectory.columns[0].chunk_slices}
+    old.ClearField("flat_trajectory")
+    old.deprecated_chunk_keys.append(key)
+    old.deprecated_sequence_range.length = 1
+    records[4] = old.SerializeToString()
+    with RecordWriter(path / "items.tfrecord") as writer:
+        for record in records:
+            writer.write(record)
+    [loaded] = DefaultCheckpointer(tmp_path).load(path, parse_chunk)
+    assert [item.key for item in loaded.items] == [item.key for item in snapshot.items]
+    assert [chunk.data for chunk in loaded.items[4].chunks] == [
+        snapshot.items[4].chunks[0].data]
+    assert state([loaded])[0][1][5:] == state([snapshot])[0][1][5:]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_loading_leaves_the_garbage_collector_as_it_was(tmp_path: Path, enabled: bool) -> None:
+    path = Path(DefaultCheckpointer(tmp_path).save([big_table("t", 10).snapshot()]))
+    was_enabled = gc.isenabled()
+    try:
+        if not enabled:
+            gc.disable()
+        DefaultCheckpointer(tmp_path).load(path, parse_chunk)
+        assert gc.isenabled() == enabled
+        flip_byte(path / "items.tfrecord")
+        with pytest.raises(CheckpointCorruptedError):
+            DefaultCheckpointer(tmp_path).load(path, parse_chunk)
+        assert gc.isenabled() == enabled
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -276,3 +276,131 @@ def test_garbage_file_is_corrupt(tmp_path: Path) -> None:
     (tmp_path / "f").write_bytes(b"this is not a TFRecord file at all")
     with pytest.raises(CorruptRecordError):
         list(read_records(tmp_path / "f"))
+
+
+# ---------------------------------------------------------------------------- batches
+
+
+def mixed_records() -> list[bytes]:
+    rng = random.Random(11)
+    records = records_for_test()
+    records += [rng.choice([b"", b"ab", b"small " * 20, rng.randbytes(300)]) for _ in range(500)]
+    records += [b"compressible " * 3000, rng.randbytes(70_000), b"end"]
+    return records
+
+
+@pytest.mark.parametrize("compression", [COMPRESSION_NONE, COMPRESSION_ZLIB])
+def test_write_many_and_write_framed_give_the_same_records(
+    tmp_path: Path, compression: str
+) -> None:
+    records = mixed_records()
+    with RecordWriter(tmp_path / "f", compression) as writer:
+        writer.write_many(records[:300])
+        framed = b"".join(encode_record(r) for r in records[300:400])
+        writer.write_framed(framed, 100)
+        writer.write_many(records[400:])
+        assert writer.num_records == len(records)
+        assert writer.bytes_written == sum(len(r) + 16 for r in records)
+    assert list(read_records(tmp_path / "f", compression)) == records
+    with pytest.raises(ValueError, match="closed"):
+        writer.write_framed(b"", 0)
+
+
+def test_compressed_in_many_segments_is_one_standard_zlib_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_tfrecord, "_SEGMENT", 4096)
+    monkeypatch.setattr(_tfrecord, "_BATCH_SIZE", 5000)
+    monkeypatch.setattr(_tfrecord, "_IN_FLIGHT", 2)
+    records = mixed_records()
+    write_file(tmp_path / "f", records, COMPRESSION_ZLIB)
+    raw = (tmp_path / "f").read_bytes()
+    assert zlib.decompress(raw) == b"".join(encode_record(r) for r in records)
+    assert list(read_records(tmp_path / "f")) == records
+
+
+def test_compresses_in_the_calling_thread_when_no_worker_can_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Refusing:
+        def submit(self, *args: object) -> None:
+            raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    monkeypatch.setattr(_tfrecord, "_deflate_pool", Refusing)
+    records = mixed_records()
+    write_file(tmp_path / "f", records, COMPRESSION_ZLIB)
+    assert zlib.decompress((tmp_path / "f").read_bytes()) == b"".join(
+        encode_record(r) for r in records
+    )
+
+
+def test_a_forked_process_gets_its_own_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    pool = _tfrecord._deflate_pool()
+    assert _tfrecord._deflate_pool() is pool
+    monkeypatch.setattr(_tfrecord, "_pool", pool)
+    monkeypatch.setattr(_tfrecord, "_pool_pid", -1)  # As seen from a forked child.
+    fresh = _tfrecord._deflate_pool()
+    try:
+        assert fresh is not pool
+        assert fresh.submit(sum, [1, 2]).result() == 3
+    finally:
+        fresh.shutdown()
+
+
+def test_adler32_combine() -> None:
+    rng = random.Random(12)
+    for _ in range(300):
+        first = rng.randbytes(rng.randrange(0, 100))
+        second = rng.randbytes(rng.choice([0, 1, 65520, 65521, 65522, rng.randrange(200_000)]))
+        combined = _tfrecord._adler32_combine(zlib.adler32(first), zlib.adler32(second), len(second))
+        assert combined == zlib.adler32(first + second)
+
+
+def test_abort_with_segments_in_flight(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_tfrecord, "_BATCH_SIZE", 1000)
+    writer = RecordWriter(tmp_path / "f")
+    writer.write_many([b"x" * 900] * 20)
+    writer.abort()
+    writer.abort()
+    with pytest.raises(ValueError, match="closed"):
+        writer.write(b"")
+
+
+@pytest.mark.parametrize("compression", [COMPRESSION_NONE, COMPRESSION_ZLIB])
+def test_batches_with_records_larger_than_a_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compression: str
+) -> None:
+    monkeypatch.setattr(_tfrecord, "_READ_BLOCK", 100)
+    monkeypatch.setattr(_tfrecord, "_READ_PIECE", 1000)
+    records = mixed_records()
+    write_file(tmp_path / "f", records, compression)
+    with RecordReader(tmp_path / "f") as reader:
+        batches = list(reader.batches())
+        assert [r for batch in batches for r in batch] == records
+        assert all(batches)
+        assert reader.num_records == len(records)
+        assert reader.bytes_read == sum(len(r) + 16 for r in records)
+
+
+def test_damage_is_found_at_every_block_boundary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_tfrecord, "_READ_BLOCK", 37)
+    records = [b"", b"abc", b"x" * 50, b"y" * 7, b"z" * 120]
+    frames = b"".join(encode_record(r) for r in records)
+    for position in range(len(frames)):
+        damaged = bytearray(frames)
+        damaged[position] ^= 0x10
+        (tmp_path / "f").write_bytes(bytes(damaged))
+        with pytest.raises(CorruptRecordError, match="checksum mismatch|truncated"):
+            list(read_records(tmp_path / "f", COMPRESSION_NONE))
+    boundaries = {sum(len(r) + 16 for r in records[:n]) for n in range(len(records) + 1)}
+    for end in range(1, len(frames)):
+        (tmp_path / "f").write_bytes(frames[:end])
+        got: list[bytes] = []
+        if end in boundaries:  # A shorter file, not a damaged one.
+            got.extend(read_records(tmp_path / "f", COMPRESSION_NONE))
+        else:
+            with pytest.raises(CorruptRecordError, match="truncated"):
+                got.extend(read_records(tmp_path / "f", COMPRESSION_NONE))
+        assert got == records[: len(got)]

@@ -1,0 +1,680 @@
+# cython: language_level=3, annotation_typing=False, auto_pickle=False
+"""Checkpoint records: TFRecord framing and stored items, many at a time (compiled twin).
+
+The pure-Python twin is ``reverb_py._pure.checkpoint_records``, the reference for
+behaviour and types; this module has the same API and returns the same values.
+
+Stored items in the layout Reverb and reverb_py write (known fields, each message field
+once, a ``FlatTrajectory`` in protobuf's own serialisation) are read straight from the
+bytes; any other record goes to the pure twin's ``decode_item``, i.e. to protobuf, so
+both twins give protobuf's answer for every input.
+"""
+
+cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem
+from cpython.list cimport PyList_Append
+from cpython.long cimport PyLong_FromLongLong, PyLong_FromUnsignedLongLong
+from cpython.ref cimport PyObject
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.ref cimport Py_INCREF
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy
+from libcpp.string cimport string
+from libcpp.unordered_set cimport unordered_set
+from libcpp.vector cimport vector
+
+from operator import index as _index
+
+from reverb_py._pure.checkpoint_records import decode_item
+from reverb_py.errors import InvalidArgumentError
+
+__all__ = [
+    "chunk_key_and_episode",
+    "decode_item",
+    "decode_items",
+    "encode_items",
+    "frame_records",
+    "masked_crc32c",
+    "split_records",
+]
+
+cdef extern from "crc32c.h" nogil:
+    uint32_t c_masked_crc32c "reverb_py::MaskedCrc32c"(const unsigned char* data,
+                                                       size_t size) noexcept
+
+cdef extern from *:
+    """
+    static inline int reverb_py_mul_add_overflows(long long a, long long b, long long c,
+                                                  long long* out) {
+      long long product;
+      if (__builtin_mul_overflow(a, b, &product)) return 1;
+      return __builtin_add_overflow(product, c, out);
+    }
+    """
+    bint mul_add_overflows "reverb_py_mul_add_overflows"(
+        long long a, long long b, long long c, long long* out) noexcept nogil
+
+
+cdef int64_t _NS = 1000000000
+cdef object _UINT64_END = 1 << 64
+cdef object _INT64_MIN = -(1 << 63)
+cdef object _INT64_END = 1 << 63
+
+# Results of _decode_fast.
+cdef enum:
+    _TAKEN = 0
+    _STOP = 1      # well-formed, but not takeable: unknown table or missing chunk
+    _FALLBACK = 2  # not the usual layout: decode with protobuf
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+cdef inline void _put_le32(string& out, uint32_t value) noexcept:
+    cdef unsigned char buf[4]
+    buf[0] = value & 0xFF
+    buf[1] = (value >> 8) & 0xFF
+    buf[2] = (value >> 16) & 0xFF
+    buf[3] = (value >> 24) & 0xFF
+    out.append(<const char*>buf, 4)
+
+
+cdef inline void _put_le64(string& out, uint64_t value) noexcept:
+    cdef unsigned char buf[8]
+    cdef int i
+    for i in range(8):
+        buf[i] = (value >> (8 * i)) & 0xFF
+    out.append(<const char*>buf, 8)
+
+
+cdef inline void _put_varint(string& out, uint64_t value) noexcept:
+    cdef unsigned char buf[10]
+    cdef int n = 0
+    while value >= 0x80:
+        buf[n] = <unsigned char>((value & 0x7F) | 0x80)
+        value >>= 7
+        n += 1
+    buf[n] = <unsigned char>value
+    out.append(<const char*>buf, n + 1)
+
+
+cdef inline void _frame(string& out, const char* payload, size_t size) noexcept:
+    cdef unsigned char length[8]
+    cdef int i
+    for i in range(8):
+        length[i] = (<uint64_t>size >> (8 * i)) & 0xFF
+    out.append(<const char*>length, 8)
+    _put_le32(out, c_masked_crc32c(length, 8))
+    out.append(payload, size)
+    _put_le32(out, c_masked_crc32c(<const unsigned char*>payload, size))
+
+
+def masked_crc32c(data) -> int:
+    """TFRecord's masked CRC32C of ``data``."""
+    cdef const unsigned char[::1] view = memoryview(data).cast("B")
+    if view.shape[0] == 0:
+        return c_masked_crc32c(NULL, 0)
+    return c_masked_crc32c(&view[0], view.shape[0])
+
+
+def frame_records(payloads) -> bytes:
+    """The framed records of ``payloads``, concatenated (no compression)."""
+    cdef string out
+    cdef const unsigned char[::1] view
+    for payload in payloads:
+        if type(payload) is bytes:
+            _frame(out, PyBytes_AS_STRING(payload), <size_t>PyBytes_GET_SIZE(payload))
+        else:
+            view = memoryview(payload).cast("B")
+            if view.shape[0] == 0:
+                _frame(out, b"", 0)
+            else:
+                _frame(out, <const char*>&view[0], view.shape[0])
+    return PyBytes_FromStringAndSize(out.data(), out.size())
+
+
+def encode_items(items, bytes table_field) -> bytes:
+    """The framed ``PrioritizedItem`` records of table items, as a checkpoint stores them.
+
+    Args:
+      items: Objects with ``key`` (int in ``[0, 2**64)``), ``priority`` (a number),
+        ``trajectory`` (serialised ``FlatTrajectory`` bytes, a message with
+        ``SerializeToString``, or None for an empty one), ``times_sampled`` and
+        ``inserted_at`` (ns since the epoch; both ints in the int64 range), as
+        :class:`reverb_py.table.Item`.
+      table_field: The encoded ``table`` field (``_codec.length_delimited(b"\\x12",
+        name.encode())``), or ``b""``.
+
+    Returns:
+      Each item's record framed as TFRecord, concatenated: the bytes of
+      ``frame_records([_codec.encode_stored_item(...) for item in items])``.
+
+    Raises:
+      InvalidArgumentError: a key, ``times_sampled`` or ``inserted_at`` is out of range.
+    """
+    cdef string out
+    cdef string payload
+    cdef string timestamp
+    cdef uint64_t key
+    cdef int64_t times_sampled, inserted_at, seconds, nanos
+    cdef double priority
+    cdef uint64_t priority_bits
+    cdef const unsigned char[::1] view
+    cdef const char* trajectory_data
+    cdef size_t trajectory_size
+    for item in items:
+        key_object = item.key
+        if type(key_object) is not int:
+            key_object = _index(key_object)
+        if not 0 <= key_object < _UINT64_END:
+            raise InvalidArgumentError(f"Item key {key_object!r} is not in [0, 2**64).")
+        key = key_object
+        times_object = item.times_sampled
+        if type(times_object) is not int:
+            times_object = _index(times_object)
+        inserted_object = int(item.inserted_at)
+        if not (
+            _INT64_MIN <= times_object < _INT64_END
+            and _INT64_MIN <= inserted_object < _INT64_END
+        ):
+            raise InvalidArgumentError(
+                f"Item {key_object}: times_sampled {times_object!r} or inserted_at "
+                f"{inserted_object!r} is out of the int64 range."
+            )
+        times_sampled = times_object
+        inserted_at = inserted_object
+        priority = item.priority
+        trajectory = item.trajectory
+        if trajectory is None:
+            trajectory = b""
+        elif type(trajectory) is not bytes:
+            if not isinstance(trajectory, (bytearray, memoryview)):
+                trajectory = trajectory.SerializeToString()
+            trajectory = bytes(trajectory)
+        trajectory_data = PyBytes_AS_STRING(trajectory)
+        trajectory_size = <size_t>PyBytes_GET_SIZE(trajectory)
+
+        payload.clear()
+        if key:
+            payload.push_back(b"\x08")
+            _put_varint(payload, key)
+        payload.append(PyBytes_AS_STRING(table_field), <size_t>PyBytes_GET_SIZE(table_field))
+        memcpy(&priority_bits, &priority, 8)
+        if priority_bits:
+            payload.push_back(b"\x29")
+            _put_le64(payload, priority_bits)
+        payload.push_back(b"\x42")
+        _put_varint(payload, trajectory_size)
+        payload.append(trajectory_data, trajectory_size)
+        if times_sampled:
+            payload.push_back(b"\x30")
+            _put_varint(payload, <uint64_t>times_sampled)
+        # Floor division, as Python's divmod: nanos is never negative.
+        seconds = inserted_at // _NS
+        nanos = inserted_at - seconds * _NS
+        if nanos < 0:
+            seconds -= 1
+            nanos += _NS
+        timestamp.clear()
+        if seconds:
+            timestamp.push_back(b"\x08")
+            _put_varint(timestamp, <uint64_t>seconds)
+        if nanos:
+            timestamp.push_back(b"\x10")
+            _put_varint(timestamp, <uint64_t>nanos)
+        payload.push_back(b"\x3a")
+        _put_varint(payload, timestamp.size())
+        payload.append(timestamp)
+        _frame(out, payload.data(), payload.size())
+    return PyBytes_FromStringAndSize(out.data(), out.size())
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+cdef inline Py_ssize_t _codec_varint(const uint8_t* data, Py_ssize_t pos, Py_ssize_t end,
+                                     uint64_t* out) except -1:
+    """``reverb_py._codec.read_varint``: the same values, errors and messages."""
+    cdef uint64_t result = 0
+    cdef int shift = 0
+    cdef uint8_t byte
+    while True:
+        if pos >= end:
+            raise InvalidArgumentError("Truncated message: a varint runs past the end.")
+        byte = data[pos]
+        pos += 1
+        result |= (<uint64_t>(byte & 0x7F)) << shift
+        if not byte & 0x80:
+            out[0] = result
+            return pos
+        shift += 7
+        if shift > 63:
+            raise InvalidArgumentError("Malformed message: a varint is too long.")
+
+
+cdef inline Py_ssize_t _codec_field(const uint8_t* data, Py_ssize_t pos, Py_ssize_t end,
+                                    uint64_t* number, int* wire_type, uint64_t* value,
+                                    Py_ssize_t* start) except -1:
+    """One step of ``reverb_py._codec.message_fields``: the field at ``pos``; for a
+    length-delimited one ``start`` and ``value`` give its bytes (from, size)."""
+    cdef uint64_t tag
+    pos = _codec_varint(data, pos, end, &tag)
+    number[0] = tag >> 3
+    wire_type[0] = tag & 7
+    if number[0] == 0:
+        raise InvalidArgumentError("Malformed message: field number 0.")
+    if wire_type[0] == 0:
+        return _codec_varint(data, pos, end, value)
+    if wire_type[0] == 2:
+        pos = _codec_varint(data, pos, end, value)
+        if value[0] > <uint64_t>(end - pos):
+            raise InvalidArgumentError("Truncated message: a field runs past the end.")
+        start[0] = pos
+        return pos + <Py_ssize_t>value[0]
+    if wire_type[0] == 1 or wire_type[0] == 5:
+        pos += 8 if wire_type[0] == 1 else 4
+        if pos > end:
+            raise InvalidArgumentError("Truncated message: a field runs past the end.")
+        return pos
+    raise InvalidArgumentError(f"Malformed message: wire type {wire_type[0]}.")
+
+
+def chunk_key_and_episode(data) -> tuple:
+    """``ChunkData.chunk_key`` and ``sequence_range.episode_id`` of a serialised chunk,
+    read without decoding (or copying) its tensors; reading stops once both were seen.
+
+    Raises:
+      InvalidArgumentError: the bytes are not a well-formed message.
+    """
+    cdef const unsigned char[::1] view
+    cdef const uint8_t* base
+    cdef Py_ssize_t end, pos = 0, sub_pos, sub_end, start = 0, sub_start = 0
+    cdef uint64_t number, value, sub_number, sub_value
+    cdef int wire_type, sub_type
+    cdef uint64_t key = 0, episode_id = 0
+    cdef int seen = 0
+    if type(data) is bytes:
+        base = <const uint8_t*>PyBytes_AS_STRING(data)
+        end = PyBytes_GET_SIZE(data)
+    else:
+        view = memoryview(data).cast("B")
+        end = view.shape[0]
+        base = &view[0] if end else <const uint8_t*>b""
+    while pos < end:
+        pos = _codec_field(base, pos, end, &number, &wire_type, &value, &start)
+        if number == 1 and wire_type == 0:
+            key = value
+            seen |= 1
+        elif number == 2 and wire_type == 2:
+            sub_pos = start
+            sub_end = start + <Py_ssize_t>value
+            while sub_pos < sub_end:
+                sub_pos = _codec_field(base, sub_pos, sub_end, &sub_number, &sub_type,
+                                       &sub_value, &sub_start)
+                if sub_number == 1 and sub_type == 0:
+                    episode_id = sub_value
+            seen |= 2
+        if seen == 3:
+            break
+    return PyLong_FromUnsignedLongLong(key), PyLong_FromUnsignedLongLong(episode_id)
+
+
+def split_records(data, Py_ssize_t pos=0):
+    """The payloads of the complete, intact records in ``data`` from ``pos`` on.
+
+    Stops at the first record that is incomplete (runs past the end of ``data``) or whose
+    length or payload checksum does not match.
+
+    Returns:
+      ``(payloads, end)``: ``end`` is where the first record not returned starts
+      (``len(data)`` when all were); the caller tells an incomplete record from a
+      damaged one.
+
+    Raises:
+      ValueError: ``pos`` is not within ``data``.
+    """
+    cdef const unsigned char[::1] view = memoryview(data).cast("B")
+    cdef Py_ssize_t size = view.shape[0]
+    if not 0 <= pos <= size:
+        raise ValueError(f"pos {pos} is outside the data (0..{size}).")
+    cdef list payloads = []
+    cdef const unsigned char* base = &view[0] if size else NULL
+    cdef const unsigned char* p
+    cdef uint64_t length
+    cdef uint32_t crc
+    cdef int i
+    while size - pos >= 16:
+        p = base + pos
+        length = 0
+        for i in range(8):
+            length |= (<uint64_t>p[i]) << (8 * i)
+        crc = p[8] | (<uint32_t>p[9] << 8) | (<uint32_t>p[10] << 16) | (<uint32_t>p[11] << 24)
+        if c_masked_crc32c(p, 8) != crc:
+            break
+        if length > <uint64_t>(size - pos - 16):
+            break
+        p += 12
+        crc = (p[length] | (<uint32_t>p[length + 1] << 8) | (<uint32_t>p[length + 2] << 16)
+               | (<uint32_t>p[length + 3] << 24))
+        if c_masked_crc32c(p, length) != crc:
+            break
+        PyList_Append(payloads, PyBytes_FromStringAndSize(<const char*>p, length))
+        pos += <Py_ssize_t>length + 16
+    return payloads, pos
+
+
+cdef inline bint _read_varint(const uint8_t** cursor, const uint8_t* end,
+                              uint64_t* out) noexcept nogil:
+    """Reads a varint of at most 64 bits; False when truncated or too long."""
+    cdef const uint8_t* p = cursor[0]
+    cdef uint64_t result = 0
+    cdef int shift = 0
+    cdef uint8_t byte
+    while True:
+        if p >= end:
+            return False
+        byte = p[0]
+        p += 1
+        if shift == 63 and byte > 1:
+            return False
+        result |= (<uint64_t>(byte & 0x7F)) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+    cursor[0] = p
+    out[0] = result
+    return True
+
+
+cdef inline bint _read_minimal_varint(const uint8_t** cursor, const uint8_t* end,
+                                      uint64_t* out) noexcept nogil:
+    """:func:`_read_varint` that also refuses padded encodings (protobuf never writes
+    them)."""
+    cdef const uint8_t* start = cursor[0]
+    if not _read_varint(cursor, end, out):
+        return False
+    return cursor[0] - start == 1 or (cursor[0] - 1)[0] != 0
+
+
+cdef inline bint _skip_field(const uint8_t** cursor, const uint8_t* end,
+                             uint64_t wire_type) noexcept nogil:
+    """Skips an unknown field's value; False for groups and malformed values."""
+    cdef uint64_t value
+    if wire_type == 0:
+        return _read_varint(cursor, end, &value)
+    if wire_type == 1:
+        if end - cursor[0] < 8:
+            return False
+        cursor[0] += 8
+        return True
+    if wire_type == 5:
+        if end - cursor[0] < 4:
+            return False
+        cursor[0] += 4
+        return True
+    if wire_type == 2:
+        if not _read_varint(cursor, end, &value) or value > <uint64_t>(end - cursor[0]):
+            return False
+        cursor[0] += value
+        return True
+    return False
+
+
+cdef inline bint _is_int32(uint64_t value) noexcept nogil:
+    """Whether an int32 field's varint is as protobuf writes it (sign-extended)."""
+    return value <= 0x7FFFFFFFULL or value >= 0xFFFFFFFF80000000ULL
+
+
+cdef bint _read_trajectory_keys(const uint8_t* p, const uint8_t* end,
+                                vector[uint64_t]& keys) noexcept:
+    """The distinct chunk keys of a ``FlatTrajectory``, in order of first reference.
+
+    False unless the bytes are exactly what protobuf writes for the message they hold
+    (so the item can keep them as they are).
+    """
+    cdef const uint8_t* column_end
+    cdef const uint8_t* slice_end
+    cdef uint64_t size, value, key
+    cdef uint8_t tag
+    cdef int last_field, field
+    cdef bint squeeze
+    cdef unordered_set[uint64_t] seen
+    cdef size_t i
+    cdef bint found
+    while p < end:
+        if p[0] != 0x0A:  # columns = 1
+            return False
+        p += 1
+        if not _read_minimal_varint(&p, end, &size) or size > <uint64_t>(end - p):
+            return False
+        column_end = p + size
+        squeeze = False
+        while p < column_end:
+            tag = p[0]
+            p += 1
+            if squeeze:
+                return False
+            if tag == 0x10:  # squeeze = 2, written (as 1) only when true and last
+                if not _read_minimal_varint(&p, column_end, &value) or value != 1:
+                    return False
+                squeeze = True
+                continue
+            if tag != 0x0A:  # chunk_slices = 1
+                return False
+            if not _read_minimal_varint(&p, column_end, &size) or size > <uint64_t>(column_end - p):
+                return False
+            slice_end = p + size
+            key = 0
+            last_field = 0
+            while p < slice_end:
+                tag = p[0]
+                p += 1
+                field = tag >> 3
+                # chunk_key = 1, offset = 2, length = 3, index = 4: varints, in order,
+                # zero values left out.
+                if (tag & 7) != 0 or field <= last_field or field > 4:
+                    return False
+                last_field = field
+                if not _read_minimal_varint(&p, slice_end, &value) or value == 0:
+                    return False
+                if field == 1:
+                    key = value
+                elif not _is_int32(value):
+                    return False
+            if not seen.empty():
+                if seen.insert(key).second:
+                    keys.push_back(key)
+                continue
+            found = False
+            for i in range(keys.size()):
+                if keys[i] == key:
+                    found = True
+                    break
+            if not found:
+                keys.push_back(key)
+                if keys.size() > 16:  # Long trajectories: a set from here on.
+                    for i in range(keys.size()):
+                        seen.insert(keys[i])
+    return True
+
+
+cdef class _TableCache:
+    """The last table name seen (its bytes, str and item list)."""
+    cdef bytes raw
+    cdef object name
+    cdef object items
+
+
+cdef int _decode_fast(bytes payload, dict chunks, dict episodes, dict tables,
+                      object new_item, _TableCache cache) except -1:
+    """Appends the item of ``payload`` to its table's list: _TAKEN, _STOP or
+    _FALLBACK."""
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(payload)
+    cdef const uint8_t* end = p + PyBytes_GET_SIZE(payload)
+    cdef const uint8_t* table_data = NULL
+    cdef size_t table_size = 0
+    cdef const uint8_t* trajectory_data = NULL
+    cdef size_t trajectory_size = 0
+    cdef const uint8_t* field_end
+    cdef bint has_timestamp = False, has_trajectory = False
+    cdef uint64_t tag, wire_type, field, value, size
+    cdef uint64_t key = 0, priority_bits = 0
+    cdef int64_t times_sampled = 0, seconds = 0, nanos = 0
+    cdef long long inserted_at
+    cdef double priority
+    cdef int i
+    cdef vector[uint64_t] keys
+    while p < end:
+        if not _read_varint(&p, end, &tag):
+            return _FALLBACK
+        field = tag >> 3
+        wire_type = tag & 7
+        if field == 1:
+            if wire_type != 0 or not _read_varint(&p, end, &key):
+                return _FALLBACK
+        elif field == 2 or field == 7 or field == 8:
+            if wire_type != 2 or not _read_varint(&p, end, &size) or size > <uint64_t>(end - p):
+                return _FALLBACK
+            if field == 2:
+                table_data = p
+                table_size = size
+            elif field == 7:
+                if has_timestamp:
+                    return _FALLBACK  # Repeated message fields merge: protobuf's job.
+                has_timestamp = True
+                field_end = p + size
+                while p < field_end:
+                    if not _read_varint(&p, field_end, &tag):
+                        return _FALLBACK
+                    if (tag >> 3) == 1 or (tag >> 3) == 2:
+                        if (tag & 7) != 0 or not _read_varint(&p, field_end, &value):
+                            return _FALLBACK
+                        if (tag >> 3) == 1:
+                            seconds = <int64_t>value
+                        else:
+                            nanos = <int32_t>value
+                    elif (tag >> 3) == 0 or not _skip_field(&p, field_end, tag & 7):
+                        return _FALLBACK
+                continue
+            else:
+                if has_trajectory:
+                    return _FALLBACK
+                has_trajectory = True
+                trajectory_data = p
+                trajectory_size = size
+            p += size
+        elif field == 5:
+            if wire_type != 1 or end - p < 8:
+                return _FALLBACK
+            priority_bits = 0
+            for i in range(8):
+                priority_bits |= (<uint64_t>p[i]) << (8 * i)
+            p += 8
+        elif field == 6:
+            if wire_type != 0 or not _read_varint(&p, end, &value):
+                return _FALLBACK
+            times_sampled = <int32_t>value
+        elif field == 0 or field == 3 or field == 4 or not _skip_field(&p, end, wire_type):
+            # Old-layout fields (3, 4) and anything malformed: protobuf decides.
+            return _FALLBACK
+    if trajectory_data != NULL and not _read_trajectory_keys(
+            trajectory_data, trajectory_data + trajectory_size, keys):
+        return _FALLBACK
+    if mul_add_overflows(seconds, _NS, nanos, &inserted_at):
+        return _FALLBACK
+
+    # Table name: usually the previous item's.
+    if (cache.raw is None or <size_t>PyBytes_GET_SIZE(cache.raw) != table_size
+            or (table_size and memcmp(PyBytes_AS_STRING(cache.raw), table_data, table_size))):
+        try:
+            name = PyUnicode_DecodeUTF8(<const char*>table_data, table_size, NULL)
+        except UnicodeDecodeError:
+            return _FALLBACK
+        cache.raw = PyBytes_FromStringAndSize(<const char*>table_data, table_size)
+        cache.name = name
+        cache.items = tables.get(name)
+    if cache.items is None:
+        return _STOP
+
+    cdef size_t count = keys.size()
+    cdef tuple item_chunks = PyTuple_New(count)
+    cdef tuple episode_ids = PyTuple_New(count)
+    cdef PyObject* found
+    cdef size_t k
+    for k in range(count):
+        key_object = PyLong_FromUnsignedLongLong(keys[k])
+        found = PyDict_GetItem(chunks, key_object)
+        if found == NULL:
+            return _STOP
+        Py_INCREF(<object>found)
+        PyTuple_SET_ITEM(item_chunks, k, <object>found)
+        found = PyDict_GetItem(episodes, key_object)
+        if found == NULL:
+            return _STOP
+        Py_INCREF(<object>found)
+        PyTuple_SET_ITEM(episode_ids, k, <object>found)
+    memcpy(&priority, &priority_bits, 8)
+    item = new_item(
+        PyLong_FromUnsignedLongLong(key),
+        priority,
+        PyBytes_FromStringAndSize(<const char*>trajectory_data, trajectory_size)
+        if trajectory_data != NULL else b"",
+        item_chunks,
+        episode_ids,
+        PyLong_FromLongLong(times_sampled),
+        PyLong_FromLongLong(inserted_at),
+    )
+    PyList_Append(cache.items, item)
+    return _TAKEN
+
+
+def decode_items(payloads, Py_ssize_t start, dict chunks, dict episodes, dict tables,
+                 new_item) -> int:
+    """Decodes stored ``PrioritizedItem`` records in order, from ``payloads[start]`` on,
+    appending each item to ``tables[its table name]``.
+
+    Stops at the first record it cannot take as it is: a malformed one, an item in the
+    old layout (``deprecated_chunk_keys``), one of a table not in ``tables``, or one
+    referencing a chunk key missing from ``chunks`` or ``episodes``. The caller
+    handles (or reports) that record and carries on after it.
+
+    Args:
+      payloads: The records.
+      start: The first one to decode.
+      chunks: Chunk objects by chunk key; an item gets those it references, in order of
+        first reference.
+      episodes: Episode id by chunk key.
+      tables: Where the items go, by table name.
+      new_item: Builds an item, as :class:`reverb_py.table.Item`.
+
+    Returns:
+      The index of the first record not taken (``len(payloads)`` when all were).
+
+    Raises:
+      ValueError: ``start`` is not within ``payloads``.
+    """
+    cdef Py_ssize_t end = len(payloads)
+    cdef Py_ssize_t index = start
+    cdef int status
+    cdef _TableCache cache = _TableCache()
+    if not 0 <= start <= end:
+        raise ValueError(f"start {start} is outside the records (0..{end}).")
+    while index < end:
+        payload = payloads[index]
+        status = _FALLBACK
+        if type(payload) is bytes:
+            status = _decode_fast(payload, chunks, episodes, tables, new_item, cache)
+        if status == _STOP:
+            break
+        if status == _FALLBACK:
+            decoded = decode_item(payload, chunks, episodes, new_item)
+            if decoded is None:
+                break
+            table_items = tables.get(decoded[0])
+            if table_items is None:
+                break
+            table_items.append(decoded[1])
+        index += 1
+    return index

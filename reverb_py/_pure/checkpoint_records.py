@@ -1,0 +1,262 @@
+"""Checkpoint records: TFRecord framing and stored items, many at a time (pure twin).
+
+A checkpoint's ``items.tfrecord`` holds one ``PrioritizedItem`` per record and its
+``chunks.tfrecord`` one ``ChunkData`` per record (see :mod:`reverb_py.checkpointers`).
+This module turns lists of records into framed bytes and back, and table items into
+stored items and back, a batch per call, so the per-record work needs no Python call of
+its own in the compiled twin (``_speedups/checkpoint_records.pyx``), which has the same
+API and returns the same values.
+
+Framing (TFRecord)::
+
+    uint64 length, uint32 masked CRC32C of those 8 bytes, payload,
+    uint32 masked CRC32C of the payload          (all little-endian)
+
+:func:`chunk_key_and_episode` is :func:`reverb_py._codec.chunk_key_and_episode` (the
+server reads every chunk it receives or loads with it). Stored items are decoded with
+protobuf here. The compiled twin reads the layout that
+Reverb and reverb_py write straight from the bytes and hands anything else (unusual
+field order or encodings, unknown fields, malformed bytes) to :func:`decode_item`
+below, so both give protobuf's answer for every input.
+"""
+
+from __future__ import annotations
+
+import operator
+import struct
+import warnings
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from reverb_py._codec import chunk_key_and_episode, encode_stored_item
+from reverb_py._proto import schema_pb2
+from reverb_py.errors import InvalidArgumentError
+
+with warnings.catch_warnings():
+    # See reverb_py._tfrecord: the fallback warning is reported there.
+    warnings.simplefilter("ignore", RuntimeWarning)
+    import google_crc32c
+
+__all__ = [
+    "chunk_key_and_episode",
+    "decode_item",
+    "decode_items",
+    "encode_items",
+    "frame_records",
+    "masked_crc32c",
+    "split_records",
+]
+
+_MASK_DELTA = 0xA282EAD8
+_LENGTH = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
+_HEADER = struct.Struct("<QI")
+_HEADER_SIZE = 12
+_FRAMING = 16
+_NS = 1_000_000_000
+_UINT64_END = 1 << 64
+_INT64_MIN = -(1 << 63)
+_INT64_END = 1 << 63
+
+_crc32c_value = google_crc32c.value
+_parse_item = schema_pb2.PrioritizedItem.FromString
+
+ItemFactory = Callable[[int, float, bytes, tuple[Any, ...], tuple[int, ...], int, int], Any]
+
+
+def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
+    """TFRecord's masked CRC32C of ``data``."""
+    crc: int = _crc32c_value(bytes(data))
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def _frame(payload: bytes, out: bytearray) -> None:
+    length_bytes = _LENGTH.pack(len(payload))
+    out += length_bytes
+    out += _CRC.pack(masked_crc32c(length_bytes))
+    out += payload
+    out += _CRC.pack(masked_crc32c(payload))
+
+
+def frame_records(payloads: Sequence[bytes | bytearray | memoryview]) -> bytes:
+    """The framed records of ``payloads``, concatenated (no compression)."""
+    out = bytearray()
+    for payload in payloads:
+        _frame(bytes(payload), out)
+    return bytes(out)
+
+
+def encode_items(items: Sequence[Any], table_field: bytes) -> bytes:
+    """The framed ``PrioritizedItem`` records of table items, as a checkpoint stores them.
+
+    Args:
+      items: Objects with ``key`` (int in ``[0, 2**64)``), ``priority`` (a number),
+        ``trajectory`` (serialised ``FlatTrajectory`` bytes, a message with
+        ``SerializeToString``, or None for an empty one), ``times_sampled`` and
+        ``inserted_at`` (ns since the epoch; both ints in the int64 range), as
+        :class:`reverb_py.table.Item`.
+      table_field: The encoded ``table`` field (``_codec.length_delimited(b"\\x12",
+        name.encode())``), or ``b""``.
+
+    Returns:
+      Each item's record framed as TFRecord, concatenated: the bytes of
+      ``frame_records([_codec.encode_stored_item(...) for item in items])``.
+
+    Raises:
+      InvalidArgumentError: a key, ``times_sampled`` or ``inserted_at`` is out of range.
+    """
+    out = bytearray()
+    for item in items:
+        key = item.key
+        if type(key) is not int:  # noqa: E721 - numpy integers and the like
+            key = operator.index(key)
+        if not 0 <= key < _UINT64_END:
+            raise InvalidArgumentError(f"Item key {key!r} is not in [0, 2**64).")
+        times_sampled = item.times_sampled
+        if type(times_sampled) is not int:  # noqa: E721
+            times_sampled = operator.index(times_sampled)
+        inserted_at = int(item.inserted_at)
+        if not (
+            _INT64_MIN <= times_sampled < _INT64_END and _INT64_MIN <= inserted_at < _INT64_END
+        ):
+            raise InvalidArgumentError(
+                f"Item {key}: times_sampled {times_sampled!r} or inserted_at {inserted_at!r} "
+                "is out of the int64 range."
+            )
+        trajectory = item.trajectory
+        if trajectory is None:
+            trajectory = b""
+        elif not isinstance(trajectory, (bytes, bytearray, memoryview)):
+            trajectory = trajectory.SerializeToString()
+        _frame(
+            encode_stored_item(
+                key, table_field, item.priority, times_sampled, inserted_at, bytes(trajectory)
+            ),
+            out,
+        )
+    return bytes(out)
+
+
+def split_records(data: bytes | bytearray | memoryview, pos: int = 0) -> tuple[list[bytes], int]:
+    """The payloads of the complete, intact records in ``data`` from ``pos`` on.
+
+    Stops at the first record that is incomplete (runs past the end of ``data``) or whose
+    length or payload checksum does not match.
+
+    Returns:
+      ``(payloads, end)``: ``end`` is where the first record not returned starts
+      (``len(data)`` when all were); the caller tells an incomplete record from a
+      damaged one.
+
+    Raises:
+      ValueError: ``pos`` is not within ``data``.
+    """
+    view = memoryview(data).cast("B")
+    size = len(view)
+    if not 0 <= pos <= size:
+        raise ValueError(f"pos {pos} is outside the data (0..{size}).")
+    payloads: list[bytes] = []
+    append = payloads.append
+    while size - pos >= _FRAMING:
+        length, length_crc = _HEADER.unpack_from(view, pos)
+        if masked_crc32c(view[pos : pos + 8]) != length_crc:
+            break
+        start = pos + _HEADER_SIZE
+        if length > size - start - 4:
+            break
+        payload = bytes(view[start : start + length])
+        if masked_crc32c(payload) != _CRC.unpack_from(view, start + length)[0]:
+            break
+        append(payload)
+        pos = start + length + 4
+    return payloads, pos
+
+
+def decode_item(
+    payload: bytes,
+    chunks: Mapping[int, Any],
+    episodes: Mapping[int, int],
+    new_item: ItemFactory,
+) -> tuple[str, Any] | None:
+    """One stored ``PrioritizedItem`` as ``(table name, item)``; None when it cannot be
+    taken as it is (see :func:`decode_items`).
+
+    The item is ``new_item(key, priority, trajectory, chunks, episode_ids,
+    times_sampled, inserted_at_ns)``; ``trajectory`` is the serialised
+    ``FlatTrajectory`` as protobuf writes it.
+    """
+    try:
+        message = _parse_item(payload)
+    except DecodeError:
+        return None
+    trajectory = message.flat_trajectory
+    columns = trajectory.columns
+    if not columns and len(message.deprecated_chunk_keys):
+        return None
+    keys = list(
+        dict.fromkeys([piece.chunk_key for column in columns for piece in column.chunk_slices])
+    )
+    try:
+        item_chunks = tuple([chunks[key] for key in keys])
+        episode_ids = tuple([episodes[key] for key in keys])
+    except KeyError:
+        return None
+    inserted_at = message.inserted_at
+    return message.table, new_item(
+        message.key,
+        message.priority,
+        trajectory.SerializeToString(),
+        item_chunks,
+        episode_ids,
+        message.times_sampled,
+        inserted_at.seconds * _NS + inserted_at.nanos,
+    )
+
+
+def decode_items(
+    payloads: Sequence[bytes],
+    start: int,
+    chunks: Mapping[int, Any],
+    episodes: Mapping[int, int],
+    tables: MutableMapping[str, list[Any]],
+    new_item: ItemFactory,
+) -> int:
+    """Decodes stored ``PrioritizedItem`` records in order, from ``payloads[start]`` on,
+    appending each item to ``tables[its table name]``.
+
+    Stops at the first record it cannot take as it is: a malformed one, an item in the
+    old layout (``deprecated_chunk_keys``), one of a table not in ``tables``, or one
+    referencing a chunk key missing from ``chunks`` or ``episodes``. The caller
+    handles (or reports) that record and carries on after it.
+
+    Args:
+      payloads: The records.
+      start: The first one to decode.
+      chunks: Chunk objects by chunk key; an item gets those it references, in order of
+        first reference.
+      episodes: Episode id by chunk key.
+      tables: Where the items go, by table name.
+      new_item: Builds an item, as :class:`reverb_py.table.Item`.
+
+    Returns:
+      The index of the first record not taken (``len(payloads)`` when all were).
+
+    Raises:
+      ValueError: ``start`` is not within ``payloads``.
+    """
+    end = len(payloads)
+    if not 0 <= start <= end:
+        raise ValueError(f"start {start} is outside the records (0..{end}).")
+    index = start
+    while index < end:
+        decoded = decode_item(payloads[index], chunks, episodes, new_item)
+        if decoded is None:
+            break
+        table_items = tables.get(decoded[0])
+        if table_items is None:
+            break
+        table_items.append(decoded[1])
+        index += 1
+    return index

@@ -1,0 +1,530 @@
+"""Differential tests: the pure and compiled ``checkpoint_records`` agree on every input.
+
+Both twins get the same framed records, table items, stored items and chunks: valid
+ones written by protobuf and by the encoders, unusual but valid encodings (field order,
+repeated fields, unknown fields, padded varints), and damaged bytes (random byte flips
+and truncations). Every result, and every exception's type and message, must match; the
+stored items must also match what protobuf decodes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+import os
+import random
+import struct
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from reverb_py import _codec
+from reverb_py._proto import schema_pb2
+from reverb_py.table import Item
+
+REQUIRE_SPEEDUPS = bool(os.environ.get("REVERB_PY_REQUIRE_SPEEDUPS"))
+NO_EXTENSIONS = bool(os.environ.get("REVERB_PY_NO_EXTENSIONS"))
+
+TABLE_FIELD = _codec.length_delimited(b"\x12", b"replay")
+KEY_MAX = 2**64 - 1
+
+
+@pytest.fixture(scope="module")
+def twins() -> tuple[types.ModuleType, types.ModuleType]:
+    """The pure and the compiled module, or a skip (a failure when required)."""
+    if NO_EXTENSIONS:
+        pytest.skip("REVERB_PY_NO_EXTENSIONS is set: the compiled twins are off")
+    pure = importlib.import_module("reverb_py._pure.checkpoint_records")
+    try:
+        compiled = importlib.import_module("reverb_py._speedups.checkpoint_records")
+    except ModuleNotFoundError as error:
+        if REQUIRE_SPEEDUPS:
+            pytest.fail(f"compiled checkpoint_records required but not built: {error}")
+        pytest.skip(f"compiled checkpoint_records not built: {error}")
+    return pure, compiled
+
+
+def _outcome(call: Callable[[], Any]) -> tuple[Any, ...]:
+    try:
+        return ("ok", call())
+    except Exception as error:  # noqa: BLE001 - compared between the twins
+        return ("error", type(error), str(error))
+
+
+def _item_state(item: Any) -> tuple[Any, ...]:
+    priority = item.priority
+    return (
+        item.key,
+        "nan" if math.isnan(priority) else (priority, math.copysign(1.0, priority)),
+        item.trajectory,
+        tuple(id(chunk) for chunk in item.chunks),
+        item.episode_ids,
+        item.times_sampled,
+        item.inserted_at,
+    )
+
+
+def _decode(module: types.ModuleType, payloads: list[Any], start: int = 0,
+            chunks: dict[int, Any] | None = None, episodes: dict[int, int] | None = None,
+            tables: tuple[str, ...] = ("replay",)) -> tuple[Any, ...]:
+    """``decode_items`` from ``start``: its outcome and the items it appended."""
+    chunks = CHUNKS if chunks is None else chunks
+    episodes = EPISODES if episodes is None else episodes
+    lists: dict[str, list[Any]] = {name: [] for name in tables}
+    outcome = _outcome(
+        lambda: module.decode_items(payloads, start, chunks, episodes, lists, Item)
+    )
+    return outcome, {name: [_item_state(item) for item in items] for name, items in lists.items()}
+
+
+class _Chunk:
+    def __init__(self, key: int) -> None:
+        self.key = key
+
+
+CHUNK_KEYS = [1, 2, 3, 127, 128, 2**32, KEY_MAX, 0]
+CHUNKS = {key: _Chunk(key) for key in CHUNK_KEYS}
+EPISODES = {key: key * 7 % 1000 for key in CHUNK_KEYS}
+
+
+def _random_trajectory(rng: random.Random) -> schema_pb2.FlatTrajectory:
+    trajectory = schema_pb2.FlatTrajectory()
+    for _ in range(rng.choice([0, 1, 1, 3, 5])):
+        column = trajectory.columns.add()
+        for _ in range(rng.choice([0, 1, 1, 2, 4])):
+            column.chunk_slices.add(
+                chunk_key=rng.choice(CHUNK_KEYS),
+                offset=rng.choice([0, 1, 5, 2**31 - 1, -1, -(2**31)]),
+                length=rng.choice([0, 1, 3, 300]),
+                index=rng.choice([0, 1, 2, 20]),
+            )
+        column.squeeze = rng.random() < 0.3
+    return trajectory
+
+
+def _random_item(rng: random.Random, table: str = "replay") -> schema_pb2.PrioritizedItem:
+    item = schema_pb2.PrioritizedItem(
+        key=rng.choice([0, 1, 300, 2**63, KEY_MAX, rng.getrandbits(64)]),
+        table=table,
+        priority=rng.choice([0.0, -0.0, 1.0, 0.5, 1e300, -3.0, math.inf]),
+        times_sampled=rng.choice([0, 1, 7, 2**31 - 1, -5]),
+    )
+    if rng.random() < 0.9:
+        item.inserted_at.seconds = rng.choice([0, 1, 1_700_000_000, -10, 2**40])
+        item.inserted_at.nanos = rng.choice([0, 1, 999_999_999, -1])
+    if rng.random() < 0.9:
+        item.flat_trajectory.CopyFrom(_random_trajectory(rng))
+    return item
+
+
+def _mutations(rng: random.Random, data: bytes, count: int) -> list[bytes]:
+    """Damaged copies of ``data``: flipped bytes, truncations, inserted bytes."""
+    out = []
+    for _ in range(count):
+        buffer = bytearray(data)
+        kind = rng.randrange(3)
+        if kind == 0 and buffer:
+            for _ in range(rng.randint(1, 3)):
+                buffer[rng.randrange(len(buffer))] = rng.randrange(256)
+        elif kind == 1 and buffer:
+            del buffer[rng.randrange(len(buffer)):]
+        else:
+            position = rng.randrange(len(buffer) + 1)
+            buffer[position:position] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 3)))
+        out.append(bytes(buffer))
+    return out
+
+
+# ---------------------------------------------------------------------------- API
+
+
+def test_same_public_api(twins: tuple[types.ModuleType, types.ModuleType]) -> None:
+    pure, compiled = twins
+    assert sorted(pure.__all__) == sorted(compiled.__all__)
+    for name in pure.__all__:
+        pure_parameters = list(inspect.signature(getattr(pure, name)).parameters)
+        compiled_parameters = list(inspect.signature(getattr(compiled, name)).parameters)
+        assert pure_parameters == compiled_parameters, name
+
+
+# ---------------------------------------------------------------------------- framing
+
+
+def test_masked_crc32c_known_value_and_random(
+    twins: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    pure, compiled = twins
+    # CRC32C("123456789") = 0xE3069283 (RFC 3720), masked as TFRecord does.
+    crc = 0xE3069283
+    expected = ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+    for module in twins:
+        assert module.masked_crc32c(b"123456789") == expected
+    rng = random.Random(1)
+    for size in [0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000, 4096 + 3]:
+        data = rng.randbytes(size)
+        assert pure.masked_crc32c(data) == compiled.masked_crc32c(data)
+        assert compiled.masked_crc32c(bytearray(data)) == pure.masked_crc32c(memoryview(data))
+
+
+def test_frame_and_split_round_trip(twins: tuple[types.ModuleType, types.ModuleType]) -> None:
+    pure, compiled = twins
+    rng = random.Random(2)
+    for _ in range(50):
+        payloads: list[Any] = [rng.randbytes(rng.choice([0, 1, 12, 100, 5000]))
+                               for _ in range(rng.randint(0, 20))]
+        framed = pure.frame_records(payloads)
+        mixed = [bytearray(p) if i % 3 == 1 else memoryview(p) if i % 3 == 2 else p
+                 for i, p in enumerate(payloads)]
+        assert compiled.frame_records(mixed) == framed
+        assert len(framed) == sum(len(p) + 16 for p in payloads)
+        for module in twins:
+            assert module.split_records(framed) == (payloads, len(framed))
+            assert module.split_records(bytearray(framed)) == (payloads, len(framed))
+        if payloads:
+            first = len(payloads[0]) + 16
+            assert compiled.split_records(framed, first) == pure.split_records(framed, first)
+            assert pure.split_records(framed, first) == (payloads[1:], len(framed))
+
+
+def test_split_stops_at_damage_and_incomplete_records(
+    twins: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    pure, compiled = twins
+    rng = random.Random(3)
+    payloads = [rng.randbytes(rng.choice([0, 3, 40, 300])) for _ in range(12)]
+    framed = pure.frame_records(payloads)
+    for damaged in _mutations(rng, framed, 400):
+        assert _outcome(lambda: pure.split_records(damaged)) == _outcome(
+            lambda: compiled.split_records(damaged)
+        )
+    for end in range(len(framed) + 1):
+        head = framed[:end]
+        result = pure.split_records(head)
+        assert compiled.split_records(head) == result
+        assert result[1] <= end
+
+
+@pytest.mark.parametrize("pos", [-1, 5, 10**6])
+def test_split_refuses_positions_outside(
+    twins: tuple[types.ModuleType, types.ModuleType], pos: int
+) -> None:
+    pure, compiled = twins
+    data = b"\x00" * 3
+    outcomes = [_outcome(lambda module=module: module.split_records(data, pos))
+                for module in twins]
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][1] is ValueError
+
+
+# ---------------------------------------------------------------------------- encode
+
+
+def _random_table_item(rng: random.Random) -> Item:
+    trajectory: Any
+    choice = rng.randrange(4)
+    if choice == 0:
+        trajectory = None
+    elif choice == 1:
+        trajectory = _random_trajectory(rng)
+    else:
+        trajectory = _random_trajectory(rng).SerializeToString()
+        if choice == 3:
+            trajectory = bytearray(trajectory)
+    return Item(
+        rng.choice([0, 1, 127, 128, 2**63, KEY_MAX, rng.getrandbits(64)]),
+        rng.choice([0.0, -0.0, 1.5, math.nan, math.inf, -1e-300]),
+        trajectory,
+        (),
+        (),
+        rng.choice([0, 1, 300, -1, 2**31, 2**63 - 1, -(2**63)]),
+        rng.choice([0, 1, 999_999_999, 1_000_000_000, -1, -1_000_000_001, 2**63 - 1,
+                    -(2**63), 1_764_000_000_123_456_789]),
+    )
+
+
+def test_encode_items_matches_the_reference_encoder(
+    twins: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    pure, compiled = twins
+    rng = random.Random(4)
+    for _ in range(40):
+        items = [_random_table_item(rng) for _ in range(rng.randint(0, 30))]
+        table_field = rng.choice([TABLE_FIELD, b"", _codec.length_delimited(b"\x12", b"x" * 200)])
+        encoded = pure.encode_items(items, table_field)
+        assert compiled.encode_items(items, table_field) == encoded
+        records = []
+        for item in items:
+            trajectory = item.trajectory
+            if trajectory is None:
+                trajectory = b""
+            elif not isinstance(trajectory, (bytes, bytearray)):
+                trajectory = trajectory.SerializeToString()
+            records.append(_codec.encode_stored_item(
+                item.key, table_field, item.priority, item.times_sampled,
+                item.inserted_at, bytes(trajectory)))
+        assert encoded == pure.frame_records(records)
+        # Protobuf reads the same values back.
+        for record, item in zip(pure.split_records(encoded)[0], items):
+            message = schema_pb2.PrioritizedItem.FromString(record)
+            assert message.key == item.key
+            assert message.times_sampled == (item.times_sampled + 2**31) % 2**32 - 2**31
+            stamp = message.inserted_at
+            assert stamp.seconds * 10**9 + stamp.nanos == item.inserted_at
+
+
+def test_encode_items_accepts_integer_like_fields(
+    twins: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    np = pytest.importorskip("numpy")
+    pure, compiled = twins
+    items = [Item(np.uint64(KEY_MAX), 1, b"", (), (), np.int32(3), 5.0)]
+    assert pure.encode_items(items, TABLE_FIELD) == compiled.encode_items(items, TABLE_FIELD)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"key": -1},
+        {"key": 2**64},
+        {"times_sampled": 2**63},
+        {"inserted_at": -(2**63) - 1},
+        {"key": "1"},
+        {"key": 1.0},
+        {"times_sampled": 1.5},
+    ],
+)
+def test_encode_items_refuses_bad_fields_alike(
+    twins: tuple[types.ModuleType, types.ModuleType], fields: dict[str, Any]
+) -> None:
+    pure, compiled = twins
+    item = Item(1, 1.0, b"", (), (), 0, 0)
+    for name, value in fields.items():
+        setattr(item, name, value)
+    outcomes = [_outcome(lambda module=module: module.encode_items([item], TABLE_FIELD))
+                for module in twins]
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == "error"
+
+
+# ---------------------------------------------------------------------------- decode
+
+
+def test_decode_items_of_protobuf_records(
+    twins: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    pure, compiled = twins
+    rng = random.Random(5)
+    for _ in range(60):
+        messages = [_random_item(rng) for _ in range(rng.randint(0, 25))]
+        payloads = [message.SerializeToString() for message in messages]
+        result = _decode(pure, payloads)
+        assert _decode(compiled, payloads) == result
+        assert result[0] == ("ok", len(payloads))
+        for message, state in zip(messages, result[1]["replay"]):
+            assert state[0] == message.key
+            assert state[2] == message.flat_trajectory.SerializeToString()
+            keys = list(dict.fromkeys(
+                piece.chunk_key for column in message.flat_trajectory.columns
+                for piece in column.chunk_slices))
+            assert state[3] == tuple(id(CHUNKS[key]) for key in keys)
+            assert state[4] == tuple(EPISODES[key] for key in keys)
+            assert state[5] == message.times_sampled
+            stamp = message.inserted_at
+            assert state[6] == stamp.seconds * 10**9 + stamp.nanos
+
+
+def test_decode_items_round_trips_encode_items(
+    twins: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    pure, compiled = twins
+    rng = random.Random(6)
+    items = []
+    for _ in range(200):
+        item = _random_table_item(rng)
+        item.trajectory = _random_trajectory(rng).SerializeToString()
+        items.append(item)
+    payloads = pure.split_records(compiled.encode_items(items, TABLE_FIELD))[0]
+    for module in twins:
+        outcome, lists = _decode(module, payloads)
+        assert outcome == ("ok", len(items))
+        for item, state in zip(items, lists["replay"]):
+            assert state[0] == item.key
+            assert state[2] == item.trajectory
+            assert state[5] == (item.times_sampled + 2**31) % 2**32 - 2**31
+            assert state[6] == item.inserted_at
+
+
+def _field(number: int, wire_type: int, value: bytes) -> bytes:
+    return _codec.encode_varint(number << 3 | wire_type) + value
+
+
+def _ld(number: int, payload: bytes) -> bytes:
+    return _field(number, 2, _codec.encode_varint(len(payload)) + payload)
+
+
+def _slice_bytes(*fields: tuple[int, bytes]) -> bytes:
+    return b"".join(_field(number, 0, value) for number, value in fields)
+
+
+SLICE = _slice_bytes((1, b"\x01"), (3, b"\x01"))
+UNUSUAL_TRAJECTORIES = [
+    _ld(1, _ld(1, _slice_bytes((3, b"\x01"), (1, b"\x01")))),  # fields out of order
+    _ld(1, _ld(1, _slice_bytes((1, b"\x01"), (1, b"\x02")))),  # repeated scalar
+    _ld(1, _ld(1, _slice_bytes((1, b"\x81\x00")))),  # padded varint
+    _ld(1, _ld(1, _slice_bytes((1, b"\x01"), (2, b"\x00")))),  # explicit zero
+    _ld(1, _ld(1, _slice_bytes((1, b"\x01"), (2, b"\xff\xff\xff\xff\x0f")))),  # 5-byte -1
+    _ld(1, _ld(1, _slice_bytes((1, b"\x01"), (2, b"\xff" * 9 + b"\x01")))),  # canonical -1
+    _ld(1, _ld(1, SLICE) + _field(2, 0, b"\x02")),  # squeeze = 2
+    _ld(1, _ld(1, SLICE) + _field(2, 0, b"\x01")),  # squeeze = 1
+    _ld(1, _field(2, 0, b"\x01") + _ld(1, SLICE)),  # squeeze before a slice
+    _ld(1, _ld(1, SLICE) + _field(2, 0, b"\x00")),  # squeeze = 0 written
+    _ld(1, _ld(1, SLICE + _field(9, 0, b"\x05"))),  # unknown field in a slice
+    _ld(1, _ld(1, SLICE)) + _field(5, 0, b"\x01"),  # unknown field in the trajectory
+    _ld(1, _ld(1, SLICE) + _field(7, 5, b"abcd")),  # unknown fixed32 in a column
+    _field(1, 2, b"\x81\x00" + b""),  # padded length of an empty column
+    _ld(1, b""),  # empty column
+    b"",
+]
+
+
+def _stored(trajectory: bytes | None = None, *extra: bytes) -> bytes:
+    parts = [_field(1, 0, b"\x05"), TABLE_FIELD, _field(5, 1, struct.pack("<d", 2.5))]
+    if trajectory is not None:
+        parts.append(_ld(8, trajectory))
+    parts.extend(extra)
+    return b"".join(parts)
+
+
+UNUSUAL_ITEMS = [
+    *[_stored(trajectory) for trajectory in UNUSUAL_TRAJECTORIES],
+    _stored(None),
+    _stored(UNUSUAL_TRAJECTORIES[-2], _ld(8, _ld(1, SLICE))),  # flat_trajectory twice
+    _stored(_ld(1, _ld(1, SLICE)), _ld(7, b"\x08\x01"), _ld(7, b"\x10\x02")),  # stamp twice
+    _stored(_ld(1, _ld(1, SLICE)), _ld(7, b"\x08\x01\x08\x03\x18\x09")),  # stamp oddities
+    _stored(_ld(1, _ld(1, SLICE)), _field(1, 0, b"\x07")),  # key twice
+    _stored(_ld(1, _ld(1, SLICE)), _ld(2, b"other")),  # table twice
+    _stored(_ld(1, _ld(1, SLICE)), _field(6, 0, b"\xff" * 9 + b"\x01")),  # times -1
+    _stored(_ld(1, _ld(1, SLICE)), _field(6, 0, b"\x80\x80\x80\x80\x10")),  # times 2**32
+    _stored(_ld(1, _ld(1, SLICE)), _field(15, 2, b"\x01x")),  # unknown field
+    _stored(_ld(1, _ld(1, SLICE)), _field(15, 3, b""), _field(15, 4, b"")),  # a group
+    _stored(_ld(1, _ld(1, SLICE)), _field(3, 0, b"\x01")),  # deprecated chunk key
+    _stored(None, _field(3, 0, b"\x01"), _ld(4, b"\x10\x01")),  # old-layout item
+    _stored(_ld(1, _ld(1, SLICE)), _field(5, 0, b"\x01")),  # priority as varint
+    _stored(_ld(1, _ld(1, SLICE)), _ld(2, b"\xff\xfe")),  # table not UTF-8
+    _stored(_ld(1, _ld(1, SLICE)), _ld(2, b"")),  # table ""
+    _stored(_ld(1, _ld(1, _slice_bytes((1, b"\x63"))))),  # chunk 99 is missing
+    _stored(_ld(1, _ld(1, SLICE)), _ld(7, _field(1, 0, b"\xff" * 9 + b"\x01"))),  # -1 s
+    _stored(_ld(1, _ld(1, SLICE)), _ld(7, _field(1, 0, b"\xff" * 8 + b"\x7f"))),  # 2**63-1 s
+]
+
+
+@pytest.mark.parametrize("index", range(len(UNUSUAL_ITEMS)))
+def test_decode_items_of_unusual_records(
+    twins: tuple[types.ModuleType, types.ModuleType], index: int
+) -> None:
+    pure, compiled = twins
+    payloads = [UNUSUAL_ITEMS[index], _stored(_ld(1, _ld(1, SLICE)))]
+    result = _decode(pure, payloads, tables=("replay", "other", ""))
+    assert _decode(compiled, payloads, tables=("replay", "other", "")) == result
+    try:
+        message: Any = schema_pb2.PrioritizedItem.FromString(payloads[0])
+    except Exception:  # noqa: BLE001 - malformed: not taken
+        message = None
+    if result[0] == ("ok", 2):
+        assert message is not None
+        state = result[1][message.table][0]
+        assert state[0] == message.key
+        assert state[2] == message.flat_trajectory.SerializeToString()
+        assert state[5] == message.times_sampled
+
+
+def test_decode_items_of_damaged_records(
+    twins: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    pure, compiled = twins
+    rng = random.Random(7)
+    sources = [_random_item(rng).SerializeToString() for _ in range(40)] + UNUSUAL_ITEMS
+    for source in sources:
+        for damaged in _mutations(rng, source, 25):
+            payloads = [damaged]
+            assert _decode(compiled, payloads) == _decode(pure, payloads)
+
+
+def test_decode_items_stops_where_it_cannot_take_a_record(
+    twins: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    pure, compiled = twins
+    good = _stored(_ld(1, _ld(1, SLICE)))
+    other_table = _random_item(random.Random(8), table="elsewhere").SerializeToString()
+    missing_chunk = _stored(_ld(1, _ld(1, _slice_bytes((1, b"\x63")))))
+    for bad in [b"\xff", other_table, missing_chunk]:
+        payloads = [good, good, bad, good]
+        for start, expected in [(0, 2), (1, 2), (2, 2), (3, 4), (4, 4)]:
+            result = _decode(pure, payloads, start)
+            assert _decode(compiled, payloads, start) == result
+            assert result[0] == ("ok", expected)
+    # A chunk whose episode id is unknown is not taken either.
+    assert _decode(compiled, [good], episodes={}) == _decode(pure, [good], episodes={})
+    assert _decode(pure, [good], episodes={})[0] == ("ok", 0)
+    for start in [-1, 5]:
+        outcomes = [_decode(module, [good], start)[0] for module in twins]
+        assert outcomes[0] == outcomes[1]
+        assert outcomes[0][1] is ValueError
+
+
+def test_decode_items_shares_chunk_objects_in_first_reference_order(
+    twins: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    # More distinct chunks than the compiled twin scans linearly.
+    trajectory = schema_pb2.FlatTrajectory()
+    keys = [key for key in range(1, 41)]
+    for index in range(3):
+        column = trajectory.columns.add()
+        for key in keys[index::2] + keys:
+            column.chunk_slices.add(chunk_key=key, length=1, index=index)
+    chunks = {key: _Chunk(key) for key in keys}
+    episodes = {key: key + 1000 for key in keys}
+    message = schema_pb2.PrioritizedItem(key=1, table="replay", flat_trajectory=trajectory)
+    order = list(dict.fromkeys(
+        piece.chunk_key for column in trajectory.columns for piece in column.chunk_slices))
+    for module in twins:
+        lists: dict[str, list[Any]] = {"replay": []}
+        assert module.decode_items([message.SerializeToString()], 0, chunks, episodes, lists,
+                                   Item) == 1
+        [item] = lists["replay"]
+        assert [chunk.key for chunk in item.chunks] == order
+        assert all(item.chunks[i] is chunks[key] for i, key in enumerate(order))
+        assert item.episode_ids == tuple(key + 1000 for key in order)
+
+
+# ---------------------------------------------------------------------------- chunks
+
+
+def test_chunk_key_and_episode(twins: tuple[types.ModuleType, types.ModuleType]) -> None:
+    pure, compiled = twins
+    rng = random.Random(9)
+    sources = []
+    for _ in range(40):
+        chunk = schema_pb2.ChunkData(chunk_key=rng.choice([0, 1, KEY_MAX, rng.getrandbits(64)]))
+        chunk.sequence_range.episode_id = rng.choice([0, 5, KEY_MAX])
+        chunk.sequence_range.start = rng.choice([0, 3])
+        chunk.sequence_range.end = rng.choice([0, 9])
+        chunk.data_tensors_len = rng.choice([0, 2])
+        chunk.data.tensors.add(dtype=4, tensor_content=rng.randbytes(rng.choice([0, 30])))
+        data = chunk.SerializeToString()
+        sources.append(data)
+        assert pure.chunk_key_and_episode(data) == compiled.chunk_key_and_episode(data) == (
+            chunk.chunk_key, chunk.sequence_range.episode_id)
+        assert compiled.chunk_key_and_episode(memoryview(data)) == (
+            chunk.chunk_key, chunk.sequence_range.episode_id)
+    sources += [b"", b"\x08", b"\x00", b"\x0f", b"\x12\x05ab", b"\x09abc", b"\x0d\x01",
+                b"\x08" + b"\xff" * 10 + b"\x01", b"\x08" + b"\xff" * 9 + b"\x7f",
+                b"\x12\x02\x08", b"\x12\x00\x08\x01", b"\x12\x02\x08\x01\x12\x02\x08\x02"]
+    for source in sources:
+        for data in [source, *_mutations(rng, source, 20)]:
+            assert _outcome(lambda: pure.chunk_key_and_episode(data)) == _outcome(
+                lambda: compiled.chunk_key_and_episode(data)
+            )
