@@ -4,7 +4,9 @@ The rest of the package imports from here, never from ``_pure`` or ``_speedups``
 
 * the structures ``SumTree``, ``IndexedHeap``, ``OrderedKeys``, ``IndexedSet`` and
   ``RateLimiterState``;
-* the ``checkpoint_records`` module: checkpoint record framing and stored items.
+* the ``checkpoint_records`` module: checkpoint record framing and stored items;
+* the ``mutations`` module: ``MutatePriorities``' wire format and ``Table.mutate``'s
+  update step.
 
 The choice is all-or-nothing: either everything comes from the compiled modules built
 from ``_speedups/`` (``IMPLEMENTATION == "cython"``), or everything comes from the
@@ -29,12 +31,14 @@ __all__ = [
     "RateLimiterState",
     "SumTree",
     "checkpoint_records",
+    "mutations",
 ]
 
 NO_EXTENSIONS = bool(os.environ.get("REVERB_PY_NO_EXTENSIONS"))
 
 COMPILED_MODULES = (
     "checkpoint_records",
+    "mutations",
     "indexed_heap",
     "indexed_set",
     "ordered_keys",
@@ -49,7 +53,7 @@ def _compiled_modules_built() -> bool:
 
 
 if TYPE_CHECKING or NO_EXTENSIONS or not _compiled_modules_built():
-    from reverb_py._pure import checkpoint_records
+    from reverb_py._pure import checkpoint_records, mutations
     from reverb_py._pure.indexed_heap import IndexedHeap
     from reverb_py._pure.indexed_set import IndexedSet
     from reverb_py._pure.ordered_keys import OrderedKeys
@@ -58,7 +62,7 @@ if TYPE_CHECKING or NO_EXTENSIONS or not _compiled_modules_built():
 
     IMPLEMENTATION = "python"
 else:
-    from reverb_py._speedups import checkpoint_records
+    from reverb_py._speedups import checkpoint_records, mutations
     from reverb_py._speedups.indexed_heap import IndexedHeap
     from reverb_py._speedups.indexed_set import IndexedSet
     from reverb_py._speedups.ordered_keys import OrderedKeys

@@ -22,7 +22,7 @@ from typing import Any
 
 import grpc
 
-from reverb_py import _codec, errors
+from reverb_py import _impl, errors
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._sampling import sample_stream, to_replay_samples
 from reverb_py._status import error_from_rpc
@@ -150,7 +150,7 @@ class Client:
         deletes: Sequence[int] | None = None,
     ) -> None:
         """Updates priorities and deletes items of ``table``; unknown keys are ignored."""
-        encoded = _codec.encode_mutate_request(table, updates, deletes)
+        encoded = _impl.mutations.encode_mutate_request(table, updates, deletes)
         if encoded is not None:
             call = self.channel().unary_unary(
                 _PATH + "MutatePriorities",

@@ -13,12 +13,17 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from reverb_py import aio, errors
+import grpc
+
+from reverb_py import _impl, aio, errors
 from reverb_py._loop_thread import LoopThread
+from reverb_py._status import error_from_rpc
 from reverb_py.replay_sample import ReplaySample
 from reverb_py.reverb_types import TableInfo
 
 __all__ = ["Client"]
+
+_MUTATE_PATH = "/deepmind.reverb.ReverbService/MutatePriorities"
 
 _shared_loop: LoopThread | None = None
 _shared_loop_lock = threading.Lock()
@@ -50,6 +55,9 @@ class Client:
         self._server_address = server_address
         self._loop_thread = _loop_thread()
         self._client = aio.Client(server_address)
+        self._mutate_channel: grpc.Channel | None = None
+        self._mutate: Any = None  # the MutatePriorities call on _mutate_channel
+        self._mutate_lock = threading.Lock()
 
     @property
     def server_address(self) -> str:
@@ -82,7 +90,32 @@ class Client:
         deletes: Sequence[int] | None = None,
     ) -> None:
         """Updates priorities and deletes items of ``table``; unknown keys are ignored."""
-        self._run(self._client.mutate_priorities(table, updates, deletes))
+        encoded = _impl.mutations.encode_mutate_request(table, updates, deletes)
+        if encoded is None:
+            # Keys or priorities that are not plain numbers: the message raises its errors.
+            self._run(self._client.mutate_priorities(table, updates, deletes))
+            return
+        try:
+            self._mutate_call()(encoded, wait_for_ready=True)
+        except grpc.RpcError as error:
+            raise error_from_rpc(error) from None
+
+    def _mutate_call(self) -> Any:
+        # PERF(sync-mutate): a blocking gRPC channel (made on first use) serves this one
+        # unary call from the caller's thread, with no hand-off to the loop thread and
+        # back: about 100 us less per call. It connects like the asyncio channel (same
+        # target and options, wait_for_ready) and its errors map the same way.
+        call = self._mutate
+        if call is None:
+            with self._mutate_lock:
+                if self._mutate is None:
+                    channel = grpc.insecure_channel(
+                        self._server_address, options=aio.channel_options()
+                    )
+                    self._mutate_channel = channel
+                    self._mutate = channel.unary_unary(_MUTATE_PATH)
+                call = self._mutate
+        return call
 
     def reset(self, table: str) -> None:
         """Removes every item of ``table`` and resets its rate limiter."""

@@ -34,7 +34,7 @@ import gc
 import operator
 import random
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from reverb_py import _impl, errors, item_selectors, rate_limiters
@@ -777,36 +777,51 @@ class Table:
           InvalidArgumentError: a priority a selector refuses. Unlike Reverb, nothing is
             applied then (neither the deletes nor any update).
         """
-        items = self._items
         delete_keys = set(deletes) if deletes else ()
         keys: list[int] = []
-        priorities: list[float] = []
-        targets: list[Item] = []
+        values: list[Any] = []
         if updates:
             if isinstance(updates, Mapping):
-                all_keys = list(updates.keys())
+                keys = list(updates.keys())
                 values = list(updates.values())
             else:
                 pairs = updates if isinstance(updates, (list, tuple)) else list(updates)
-                all_keys = [key for key, _ in pairs]
+                keys = [key for key, _ in pairs]
                 values = [priority for _, priority in pairs]
-            found = list(map(items.get, all_keys))
-            if not delete_keys and None not in found:
-                # Every key names an item and none is deleted: no per-key filtering.
-                keys = all_keys
-                priorities = list(map(float, values))
-                targets = found  # type: ignore[assignment]
-            else:
-                for key, priority, item in zip(all_keys, values, found):
-                    if item is not None and key not in delete_keys:
-                        keys.append(key)
-                        priorities.append(float(priority))
-                        targets.append(item)
-        if keys:
-            for structure in self._priority_users:
-                structure.update_many(keys, priorities)
-            for item, priority in zip(targets, priorities):
-                item.priority = priority
+        self._mutate(keys, values, delete_keys)
+
+    def mutate_columns(
+        self,
+        keys: Sequence[int],
+        priorities: Sequence[float],
+        deletes: Iterable[int] | None = None,
+    ) -> None:
+        """:meth:`mutate` with the updates as two parallel sequences (the server's path).
+
+        Args:
+          keys: Keys whose priorities to set.
+          priorities: As many new priorities.
+          deletes: Keys to delete.
+
+        Raises:
+          InvalidArgumentError: ``keys`` and ``priorities`` differ in length, or a
+            priority a selector refuses; nothing is applied then.
+        """
+        self._mutate(keys, priorities, set(deletes) if deletes else ())
+
+    def _mutate(
+        self, keys: Sequence[int], values: Sequence[Any], delete_keys: Collection[int]
+    ) -> None:
+        if len(keys) or len(values):
+            mutations = _impl.mutations
+            # Found keys that are not deleted, with their priorities as floats and items.
+            keys, priorities, targets = mutations.select_updates(
+                self._items, keys, values, delete_keys
+            )
+            if keys:
+                for structure in self._priority_users:
+                    structure.update_many(keys, priorities)
+                mutations.assign_priorities(targets, priorities)
         deleted = False
         for key in delete_keys:
             if self._delete(key) is not None:

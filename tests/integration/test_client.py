@@ -354,3 +354,71 @@ def test_inserts_and_samples_proceed_while_a_checkpoint_is_written(tmp_path) -> 
         assert restored.tables[0].info.current_size == 1
     finally:
         restored.stop()
+
+
+def _mutate_outcome(call) -> tuple[type, str] | None:
+    try:
+        call()
+    except Exception as error:  # noqa: BLE001 - the outcome is what is compared
+        return type(error), str(error)
+    return None
+
+
+@pytest.mark.parametrize(
+    ("table", "updates", "deletes"),
+    [
+        ("nope", {1: 1.0}, None),  # unknown table
+        ("prio", {"KEY": -1.0}, None),  # refused priority ("KEY" is a present key)
+        ("prio", {"a": 1.0}, None),  # not a key: the message refuses it
+        ("prio", {1: "x"}, None),
+        ("prio", {-1: 1.0}, None),
+        ("prio", None, [2**64]),
+        ("prio", {12345: 1.0}, [54321]),  # unknown keys: fine
+    ],
+)
+def test_blocking_and_asyncio_mutate_fail_alike(server, table, updates, deletes) -> None:
+    address = f"localhost:{server.port}"
+    client = reverb.Client(address)
+    client.reset("prio")
+    client.insert([1.0], priorities={"prio": 1.0})
+    [key] = [item.key for item in server.tables[1].items()]
+    if updates and "KEY" in updates:
+        updates = {key: updates["KEY"]}
+    blocking = _mutate_outcome(lambda: client.mutate_priorities(table, updates, deletes))
+
+    async def run() -> None:
+        async_client = reverb.aio.Client(address)
+        try:
+            await async_client.mutate_priorities(table, updates, deletes)
+        finally:
+            await async_client.close()
+
+    asynchronous = _mutate_outcome(lambda: asyncio.run(run()))
+    assert blocking == asynchronous
+    if table == "nope":
+        assert blocking == (errors.NotFoundError, "Priority table nope was not found")
+    if updates and key in updates:
+        assert blocking is not None and blocking[0] is errors.InvalidArgumentError
+        assert server.tables[1].get(key).priority == 1.0
+
+
+def test_blocking_mutate_from_many_threads(client, server) -> None:
+    for step in range(8):
+        client.insert([float(step)], priorities={"prio": 1.0})
+    keys = [item.key for item in server.tables[1].items()]
+    failures: list[BaseException] = []
+
+    def work(index: int) -> None:
+        try:
+            for round_ in range(20):
+                client.mutate_priorities("prio", updates={keys[index]: float(round_ + 1)})
+        except BaseException as error:  # noqa: BLE001 - reported below
+            failures.append(error)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert [server.tables[1].get(key).priority for key in keys] == [20.0] * 8

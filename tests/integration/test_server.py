@@ -6,6 +6,7 @@ import asyncio
 import gc
 import subprocess
 import sys
+import struct
 import textwrap
 
 import grpc
@@ -391,3 +392,61 @@ async def test_keep_chunk_keys_must_name_held_chunks_once(channel, keep) -> None
         insert(channel, [pb.InsertStreamRequest(chunks=[chunk(1)], items=[item(1, "uniform", [1])],
                                                 keep_chunk_keys=keep)]),
         grpc.StatusCode.FAILED_PRECONDITION, "Kept fewer chunks")
+
+
+def raw_mutate(channel):
+    """MutatePriorities with the request given as bytes."""
+    return channel.unary_unary(
+        PATH + "MutatePriorities",
+        request_serializer=None,
+        response_deserializer=pb.MutatePrioritiesResponse.FromString,
+    )
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x0a\x04prio\x12\x05\x08",  # an update running past the end
+        b"\x0a\x01\xff",  # a table name that is not UTF-8
+        b"\x0a\x04prio\x26",  # wire type 6
+        b"\x0a\x04prio" + b"\x0b" * 101 + b"\x0c" * 101,  # nested too deeply
+    ],
+)
+async def test_malformed_mutate_request_is_invalid_argument(channel, server, data) -> None:
+    await insert(channel, [pb.InsertStreamRequest(
+        chunks=[chunk(1)], items=[item(k, "prio", [1]) for k in (1, 2)])])
+    await expect_status(raw_mutate(channel)(data), grpc.StatusCode.INVALID_ARGUMENT,
+                        "Malformed MutatePrioritiesRequest")
+    prio = server.tables[1]
+    assert len(prio) == 2 and prio.get(1).priority == 1.0
+
+
+async def test_mutate_request_in_any_encoding(channel, server) -> None:
+    await insert(channel, [pb.InsertStreamRequest(
+        chunks=[chunk(1)], items=[item(k, "prio", [1]) for k in (1, 2, 3, 4)])])
+    # Unpacked delete_keys, fields out of order, an unknown field, the table given twice.
+    data = (b"\x18\x02" + b"\x0a\x01x" + b"\x12\x0b\x11" + struct.pack("<d", 6.0) + b"\x08\x01"
+            + b"\x28\x07" + b"\x1a\x01\x03" + b"\x0a\x04prio")
+    assert await raw_mutate(channel)(data) == pb.MutatePrioritiesResponse()
+    prio = server.tables[1]
+    assert sorted(item.key for item in prio.items()) == [1, 4]
+    assert prio.get(1).priority == 6.0
+
+
+async def test_mutate_refused_priority_applies_nothing(channel, server) -> None:
+    await insert(channel, [pb.InsertStreamRequest(
+        chunks=[chunk(1)], items=[item(k, "prio", [1]) for k in (1, 2, 3)])])
+    mutate = unary(channel, "MutatePriorities", pb.MutatePrioritiesRequest,
+                   pb.MutatePrioritiesResponse)
+    await expect_status(
+        mutate(pb.MutatePrioritiesRequest(
+            table="prio", delete_keys=[3],
+            updates=[schema_pb2.KeyWithPriority(key=1, priority=2.0),
+                     schema_pb2.KeyWithPriority(key=99, priority=float("nan")),
+                     schema_pb2.KeyWithPriority(key=2, priority=-1.0)])),
+        grpc.StatusCode.INVALID_ARGUMENT, "key=2")
+    prio = server.tables[1]
+    assert len(prio) == 3 and prio.get(1).priority == 1.0
+    await expect_status(
+        mutate(pb.MutatePrioritiesRequest(table="nope", delete_keys=[1])),
+        grpc.StatusCode.NOT_FOUND, "Priority table nope was not found")

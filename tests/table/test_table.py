@@ -290,6 +290,39 @@ async def test_mutate_a_thousand_priorities_in_one_call() -> None:
     assert 0 not in table2_keys
 
 
+async def test_mutate_columns_is_mutate_with_two_lists() -> None:
+    table = make_table(sampler=selectors.Prioritized(1.0), remover=selectors.MinHeap())
+    for key in range(5):
+        await table.insert(Item(key, 1.0))
+    table.mutate_columns([0, 3, 99, 4], [2, 5.5, float("nan"), 7.0], deletes=[4, 98])
+    assert 4 not in table and len(table) == 4
+    assert table.get(0).priority == 2.0 and type(table.get(0).priority) is float
+    assert table.get(3).priority == 5.5 and table.get(1).priority == 1.0
+    with pytest.raises(errors.InvalidArgumentError, match="same length, got 2 and 1"):
+        table.mutate_columns([0, 1], [3.0], deletes=[1])
+    with pytest.raises(errors.InvalidArgumentError, match="key=1"):
+        table.mutate_columns([0, 1], [3.0, -1.0], deletes=[2])
+    assert len(table) == 4 and table.get(0).priority == 2.0
+    table.mutate_columns([], [], deletes=())
+    table.mutate_columns((1,), (0.5,))
+    assert table.get(1).priority == 0.5
+    # The sampler sees the new priorities: 2.0, 0.5, 1.0 and 5.5.
+    records = await table.sample(400)
+    assert {r.item.key: r.probability for r in records}[3] == 5.5 / 9.0
+
+
+async def test_mutate_keys_given_twice_end_with_the_last_priority() -> None:
+    table = make_table(sampler=selectors.Prioritized(1.0), remover=selectors.MaxHeap())
+    for key in range(3):
+        await table.insert(Item(key, 1.0))
+    table.mutate(updates=[(1, 4.0), (2, 3.0), (1, 0.5)])
+    table.mutate_columns([2, 2], [6.0, 2.0])
+    assert table.get(1).priority == 0.5 and table.get(2).priority == 2.0
+    records = await table.sample(300)
+    assert {r.item.key: r.probability for r in records} == {0: 1 / 3.5, 1: 0.5 / 3.5,
+                                                            2: 2 / 3.5}
+
+
 async def test_reset_clears_items_counters_and_stats() -> None:
     table = make_table(sampler=selectors.Fifo(), max_times_sampled=1)
     for key in range(3):

@@ -1,0 +1,444 @@
+"""MutatePriorities hot paths: the pure twin against protobuf and ``_codec``, the compiled
+twin against the pure one (same results, same exception types and messages).
+
+The pure decoder parses with protobuf, so comparing the compiled decoder with it on
+valid, odd and corrupted requests checks that the hand-written reader follows protobuf's
+rules exactly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+import os
+import random
+import struct
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from reverb_py import _codec, errors
+from reverb_py._proto import reverb_service_pb2, schema_pb2
+from reverb_py._pure import mutations as pure
+
+REQUIRE_SPEEDUPS = bool(os.environ.get("REVERB_PY_REQUIRE_SPEEDUPS"))
+NO_EXTENSIONS = bool(os.environ.get("REVERB_PY_NO_EXTENSIONS"))
+
+EDGE_KEYS = [0, 1, 127, 128, 16383, 16384, 2**35, 2**56, 2**63 - 1, 2**63, 2**64 - 1]
+EDGE_PRIORITIES = [0.0, -0.0, 1.0, 1.5, -2.5, 1e-310, 1e300, math.inf, -math.inf, math.nan]
+
+
+@pytest.fixture(scope="module")
+def compiled() -> types.ModuleType:
+    if NO_EXTENSIONS:
+        pytest.skip("REVERB_PY_NO_EXTENSIONS is set: the compiled twins are off")
+    try:
+        return importlib.import_module("reverb_py._speedups.mutations")
+    except ModuleNotFoundError as error:
+        if REQUIRE_SPEEDUPS:
+            pytest.fail(f"compiled mutations required but not built: {error}")
+        pytest.skip(f"compiled mutations not built: {error}")
+
+
+@pytest.fixture(params=["py", "cy"])
+def twin(request: pytest.FixtureRequest) -> types.ModuleType:
+    """Both twins, for the behaviour tests."""
+    if request.param == "py":
+        return pure
+    compiled_module: types.ModuleType = request.getfixturevalue("compiled")
+    return compiled_module
+
+
+def _outcome(call: Callable[[], Any]) -> tuple[Any, ...]:
+    try:
+        return ("ok", _canonical(call()))
+    except Exception as error:  # noqa: BLE001 - the outcome is what is compared
+        return ("error", type(error), str(error))
+
+
+def _canonical(value: Any) -> Any:
+    """Floats as their bits (NaN payloads and -0.0 included), containers recursively."""
+    if isinstance(value, float):
+        return ("float", struct.pack("<d", value))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [_canonical(v) for v in value])
+    return value
+
+
+# ------------------------------------------------------------------------ API
+
+
+def test_same_public_api(compiled: types.ModuleType) -> None:
+    assert pure.__all__ == compiled.__all__
+    for name in pure.__all__:
+        pure_fn, compiled_fn = getattr(pure, name), getattr(compiled, name)
+        assert [p.name for p in inspect.signature(pure_fn).parameters.values()] == [
+            p.name for p in inspect.signature(compiled_fn).parameters.values()
+        ], name
+        assert inspect.getdoc(pure_fn) == inspect.getdoc(compiled_fn), name
+
+
+# ------------------------------------------------------------------------ decode
+
+
+def _random_request(rng: random.Random) -> bytes:
+    """A request with protobuf's own encoding, pieces of it repeated, reordered, packed
+    or not, and unknown fields in between."""
+    pieces: list[bytes] = []
+    for _ in range(rng.randint(0, 3)):
+        table = rng.choice(["", "t", "prioritized", "é✓😀", "x" * 200])
+        pieces.append(reverb_service_pb2.MutatePrioritiesRequest(table=table).SerializeToString())
+    for _ in range(rng.randint(0, 30)):
+        update = schema_pb2.KeyWithPriority(
+            key=rng.choice(EDGE_KEYS + [rng.getrandbits(64)]),
+            priority=rng.choice(EDGE_PRIORITIES + [rng.random()]),
+        )
+        data = update.SerializeToString()
+        if rng.random() < 0.3:  # both fields written, even zero ones, in either order
+            key = _codec.encode_varint(update.key)
+            prio = struct.pack("<d", update.priority)
+            fields = [b"\x08" + key, b"\x11" + prio]
+            rng.shuffle(fields)
+            data = b"".join(fields)
+        if rng.random() < 0.2:  # an unknown field inside the update
+            data += rng.choice([b"\x18\x05", b"\x22\x02ab", b"\x2d\x01\x02\x03\x04",
+                                b"\x0a\x00", b"\x10\x07", b"\x33\x38\x01\x34"])
+        pieces.append(_codec.length_delimited(b"\x12", data))
+    for _ in range(rng.randint(0, 3)):
+        keys = [rng.choice(EDGE_KEYS + [rng.getrandbits(64)]) for _ in range(rng.randint(0, 6))]
+        if rng.random() < 0.5:
+            pieces.append(reverb_service_pb2.MutatePrioritiesRequest(
+                delete_keys=keys).SerializeToString())
+        else:
+            pieces.append(b"".join(b"\x18" + _codec.encode_varint(key) for key in keys))
+    for _ in range(rng.randint(0, 3)):
+        pieces.append(rng.choice([
+            b"\x20\x01", b"\x29" + bytes(8), b"\x2a\x03abc", b"\x35" + bytes(4),
+            b"\x08\x05",  # table as a varint: unknown
+            b"\x10\x05",  # updates as a varint: unknown
+            b"\x19" + bytes(8),  # delete_keys as fixed64: unknown
+            b"\x23\x28\x01\x2b\x2c\x24",  # a group with a nested group
+            b"\xf8\xff\xff\xff\x0f\x01",  # the largest field number
+        ]))
+    rng.shuffle(pieces)
+    return b"".join(pieces)
+
+
+def _expected(data: bytes) -> tuple[str, list[int], list[float], list[int]]:
+    message = reverb_service_pb2.MutatePrioritiesRequest.FromString(data)
+    return (
+        message.table,
+        [u.key for u in message.updates],
+        [u.priority for u in message.updates],
+        list(message.delete_keys),
+    )
+
+
+def test_pure_decoder_reads_what_protobuf_reads() -> None:
+    rng = random.Random(7)
+    for _ in range(500):
+        data = _random_request(rng)
+        assert _canonical(pure.decode_mutate_request(data)) == _canonical(_expected(data))
+
+
+def test_decoders_agree_on_random_requests(compiled: types.ModuleType) -> None:
+    rng = random.Random(11)
+    for _ in range(2000):
+        data = _random_request(rng)
+        got = _outcome(lambda: compiled.decode_mutate_request(data))
+        assert got == _outcome(lambda: pure.decode_mutate_request(data)), data
+
+
+def test_decoders_agree_on_corrupted_requests(compiled: types.ModuleType) -> None:
+    rng = random.Random(13)
+    for _ in range(6000):
+        data = bytearray(_random_request(rng))
+        for _ in range(rng.randint(1, 3)):
+            choice = rng.random()
+            if choice < 0.3 and data:
+                data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+            elif choice < 0.5 and data:
+                del data[rng.randrange(len(data)):]
+            elif choice < 0.7:
+                position = rng.randint(0, len(data))
+                data[position:position] = bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 4)))
+            elif choice < 0.85 and data:
+                data[rng.randrange(len(data))] = rng.getrandbits(8)
+            else:
+                position = rng.randint(0, len(data))
+                data[position:position] = rng.choice(
+                    [b"\x0b", b"\x0c", b"\x23", b"\x24", b"\x26", b"\x27", b"\x00", b"\xff"])
+        request = bytes(data)
+        outcome = _outcome(lambda: compiled.decode_mutate_request(request))
+        assert outcome == _outcome(lambda: pure.decode_mutate_request(request)), request
+
+
+EDGE_REQUESTS = [
+    b"",
+    b"\x18\x05\x18\x06",  # unpacked delete_keys
+    b"\x1a\x02\x01\x02\x18\x07",  # packed then unpacked
+    b"\x1a\x00",  # empty packed
+    b"\x18" + b"\xff" * 9 + b"\x01",  # 10-byte varint
+    b"\x18" + b"\xff" * 9 + b"\x7f",  # 10-byte varint, bits past 64 dropped
+    b"\x18" + b"\xff" * 10 + b"\x01",  # 11 bytes: malformed
+    b"\x12\x0b\x08" + b"\xff" * 9 + b"\x02",
+    b"\x98\x80\x80\x80\x00\x05",  # overlong tag of 5 bytes
+    b"\x98\x80\x80\x80\x80\x00\x05",  # 6 bytes: malformed
+    b"\x98\x80\x80\x80\x10\x05",  # tag past 32 bits
+    b"\x98\x80\x80\x80\x0f\x05",
+    b"\x0a\x81\x80\x80\x80\x00a",  # overlong length of 5 bytes
+    b"\x0a\x81\x80\x80\x80\x80\x00a",  # 6 bytes: malformed
+    b"\x0a\x80\x80\x80\x80\x08a",  # length 2**31
+    b"\x0a\xff\xff\xff\xff\x0fa",
+    b"\x00\x01",  # field number 0
+    b"\x24",  # end group without a start
+    b"\x26",  # wire type 6
+    b"\x27",  # wire type 7
+    b"\x23\x2c\x18\x05",  # group closed with another number
+    b"\x23\x28\x01",  # group never closed
+    b"\x23\x00\x24",  # field 0 inside a group, then the group is not closed
+    b"\x0b\x00\x12\x0c",  # field 0 inside a group is accepted
+    b"\x0b\x03\x04\x0c",  # and so is a group numbered 0 inside a group
+    b"\x12\x04\x0b\x00\x12\x0c",  # also inside an update
+    b"\x12\x02\x00\x01",  # but not directly in an update
+    b"\x0a\x01\xff",  # table not UTF-8
+    b"\x0a\x02\xc0\x80",  # overlong UTF-8
+    b"\x0a\x03\xed\xa0\x80",  # a surrogate
+    b"\x0a\x04\xf4\x90\x80\x80",  # past U+10FFFF
+    b"\x0a\x04\xf0\x9f\x98\x80",
+    b"\x0a\x01\x00",
+    b"\x0a\x01\xff\x0a\x01a",  # a bad table name later replaced is still refused
+    b"\x0a\x01a\x0a\x01b",  # the last table name wins
+    b"\x12\x00",  # an empty update
+    b"\x12\x05\x08\x01",  # an update running past the end
+    b"\x12\x02\x08\x81",  # a key running past the update
+    b"\x12\x09\x11" + bytes(7),  # a priority running past the update
+    b"\x12\x01\x0c",  # an end group inside an update
+    b"\x12\x04\x08\x01\x08\x02",  # the last key wins
+    b"\x12\x03\x0a\x01\x00",  # key with the wrong wire type: unknown
+    b"\x12\x05\x15\x00\x00\x80\x3f",  # priority as fixed32: unknown
+    b"\x12\x09\x11" + struct.pack("<d", math.nan),
+    b"\x12\x09\x11" + bytes.fromhex("0100000000 00f0ff".replace(" ", "")),  # a NaN payload
+    b"\x1a\x02\x01\x81",  # packed key running past the field
+    b"\x1a\x0b\x81" + b"\x80" * 9 + b"\x00",  # packed 11-byte varint
+    b"\x29\x01\x02",  # fixed64 running past the end
+    b"\x2d\x01\x02",  # fixed32 running past the end
+    b"\x2a\x05\x01",  # length-delimited running past the end
+    b"\x0b" * 100 + b"\x0c" * 100,  # 100 nested groups
+    b"\x0b" * 101 + b"\x0c" * 101,  # 101: too deep
+    _codec.length_delimited(b"\x12", b"\x1b" * 99 + b"\x1c" * 99),  # 99 inside an update
+    _codec.length_delimited(b"\x12", b"\x1b" * 100 + b"\x1c" * 100),  # 100: too deep
+]
+
+
+@pytest.mark.parametrize("data", EDGE_REQUESTS)
+def test_decoders_agree_on_edge_cases(compiled: types.ModuleType, data: bytes) -> None:
+    expected = _outcome(lambda: pure.decode_mutate_request(data))
+    assert _outcome(lambda: compiled.decode_mutate_request(data)) == expected
+
+
+@pytest.mark.parametrize("data", EDGE_REQUESTS)
+def test_pure_decoder_follows_protobuf_on_edge_cases(data: bytes) -> None:
+    try:
+        expected: Any = _canonical(_expected(data))
+    except Exception:  # noqa: BLE001 - protobuf refuses it: so must the decoder
+        with pytest.raises(errors.InvalidArgumentError, match="Malformed MutatePriorities"):
+            pure.decode_mutate_request(data)
+        return
+    assert _canonical(pure.decode_mutate_request(data)) == expected
+
+
+def test_decode_accepts_any_bytes_like(twin: types.ModuleType) -> None:
+    data = reverb_service_pb2.MutatePrioritiesRequest(
+        table="t", updates=[schema_pb2.KeyWithPriority(key=3, priority=0.5)], delete_keys=[9]
+    ).SerializeToString()
+    expected = ("t", [3], [0.5], [9])
+    assert twin.decode_mutate_request(data) == expected
+    assert twin.decode_mutate_request(bytearray(data)) == expected
+    assert twin.decode_mutate_request(memoryview(data)) == expected
+
+
+def test_malformed_request_is_an_invalid_argument(twin: types.ModuleType) -> None:
+    with pytest.raises(errors.InvalidArgumentError, match="Malformed MutatePrioritiesRequest"):
+        twin.decode_mutate_request(b"\x12\x05\x08")
+    with pytest.raises(ValueError):  # InvalidArgumentError is a ValueError
+        twin.decode_mutate_request(b"\x0a\x01\xff")
+
+
+# ------------------------------------------------------------------------ encode
+
+
+def _random_updates(rng: random.Random) -> tuple[Any, Any, Any]:
+    table = rng.choice(["", "t", "prioritized", "é✓"])
+    updates: Any = {
+        rng.choice(EDGE_KEYS + [rng.getrandbits(64)]): rng.choice(
+            EDGE_PRIORITIES + [rng.random(), 3, -7, 0, 2**53 + 1, 2**62, -(2**63)]
+        )
+        for _ in range(rng.randint(0, 40))
+    }
+    deletes: Any = [rng.choice(EDGE_KEYS + [rng.getrandbits(64)]) for _ in range(rng.randint(0, 5))]
+    if rng.random() < 0.3:
+        deletes = tuple(deletes)
+    if rng.random() < 0.1:
+        updates = None
+    if rng.random() < 0.1:
+        deletes = None
+    return table, updates, deletes
+
+
+ODD_VALUES: list[tuple[Any, Any]] = [
+    ({"a": 1.0}, None),
+    ({1: "1.0"}, None),
+    ({-1: 1.0}, None),
+    ({2**64: 1.0}, None),
+    ({1.5: 1.0}, None),
+    ({np.uint64(3): 1.0}, None),
+    ({1: np.float64(2.0)}, None),
+    ({1: np.float32(2.0), 2: 1.0}, None),
+    ({1: True}, None),
+    ({1: True, 2: 1.5}, None),
+    ({1: 2**63}, None),
+    ({1: 2**63, 2: 1.0}, None),
+    ({1: 2**70}, None),
+    ({1: -(2**63) - 1, 2: 3}, None),
+    ({1: [1.0]}, None),
+    ({1: None}, None),
+    (None, [-1]),
+    (None, ["x"]),
+    (None, [True]),
+    (None, [2**64]),
+    (None, np.array([1, 2], dtype=np.uint64)),
+    (None, range(3)),
+    (types.MappingProxyType({1: 2.0}), None),
+]
+
+
+def test_encoders_agree_on_random_updates(compiled: types.ModuleType) -> None:
+    rng = random.Random(5)
+    for _ in range(2000):
+        table, updates, deletes = _random_updates(rng)
+        expected = _outcome(lambda: pure.encode_mutate_request(table, updates, deletes))
+        assert _outcome(lambda: compiled.encode_mutate_request(table, updates, deletes)) == (
+            expected
+        ), (table, updates, deletes)
+        assert expected[0] == "ok" and expected[1] is not None
+
+
+@pytest.mark.parametrize(("updates", "deletes"), ODD_VALUES)
+def test_encoders_agree_on_odd_values(
+    compiled: types.ModuleType, updates: Any, deletes: Any
+) -> None:
+    expected = _outcome(lambda: pure.encode_mutate_request("t", updates, deletes))
+    assert _outcome(lambda: compiled.encode_mutate_request("t", updates, deletes)) == expected
+
+
+@pytest.mark.parametrize("table", ["\ud800", b"t", None, 3])
+def test_encoders_agree_on_odd_tables(compiled: types.ModuleType, table: Any) -> None:
+    expected = _outcome(lambda: pure.encode_mutate_request(table, {1: 1.0}, None))
+    assert _outcome(lambda: compiled.encode_mutate_request(table, {1: 1.0}, None)) == expected
+
+
+def test_encoded_request_round_trips(twin: types.ModuleType) -> None:
+    rng = random.Random(3)
+    for _ in range(300):
+        table, updates, deletes = _random_updates(rng)
+        data = twin.encode_mutate_request(table, updates, deletes)
+        assert data is not None
+        name, keys, priorities, deleted = twin.decode_mutate_request(data)
+        updates = updates or {}
+        assert name == table and keys == list(updates)
+        assert _canonical(priorities) == _canonical([float(p) for p in updates.values()])
+        assert deleted == list(deletes or [])
+        assert _canonical(_expected(data)) == _canonical((name, keys, priorities, deleted))
+
+
+# ------------------------------------------------------------------------ select / assign
+
+
+class _Item:
+    __slots__ = ("key", "priority")
+
+    def __init__(self, key: int, priority: float = 1.0) -> None:
+        self.key = key
+        self.priority = priority
+
+
+def _selection(result: tuple[list[Any], list[Any], list[Any]]) -> Any:
+    keys, priorities, targets = result
+    return keys, _canonical(priorities), [id(target) for target in targets]
+
+
+def test_select_updates_agree_on_random_calls(compiled: types.ModuleType) -> None:
+    rng = random.Random(17)
+    items = {key: _Item(key) for key in rng.sample(range(200), 120)}
+    for _ in range(2000):
+        keys = [rng.randrange(220) for _ in range(rng.randint(0, 30))]
+        priorities: list[Any] = [rng.choice([rng.random(), 2, -1.5, math.nan, True,
+                                             np.float32(0.5), "2.5"]) for _ in keys]
+        excluded: Any = set(rng.sample(range(220), rng.randint(0, 5))) if rng.random() < 0.5 else ()
+        as_tuple = rng.random() < 0.2
+        args = (tuple(keys) if as_tuple else keys, priorities, excluded)
+
+        def run(module: types.ModuleType, args: Any = args) -> Any:
+            return _selection(module.select_updates(items, *args))
+
+        assert _outcome(lambda: run(compiled)) == _outcome(lambda: run(pure))
+
+
+@pytest.mark.parametrize(
+    ("keys", "priorities", "excluded"),
+    [
+        ([1, 2], [1.0], ()),  # lengths differ
+        ([], [1.0], ()),
+        ([1, [2]], [1.0, 2.0], ()),  # unhashable key
+        ([1, 2], [1.0, "x"], ()),  # float() refuses a priority
+        ([1, 2], ["x", [1.0]], ()),  # the first refused priority is reported
+        ([99, 2], ["x", 1.0], ()),  # unknown keys' priorities are never converted
+        ([1, 2], ["x", 1.0], {1}),  # nor those of excluded keys
+        ([1, 2], [None, 1.0], ()),
+        ([1.0, 2], [3.0, 1.0], ()),  # keys found by equality are passed on as given
+        ([], [], ()),
+    ],
+)
+def test_select_updates_agree_on_edge_cases(
+    compiled: types.ModuleType, keys: Any, priorities: Any, excluded: Any
+) -> None:
+    items = {1: _Item(1), 2: _Item(2)}
+
+    def run(module: types.ModuleType) -> Any:
+        return _selection(module.select_updates(items, keys, priorities, excluded))
+
+    assert _outcome(lambda: run(compiled)) == _outcome(lambda: run(pure))
+
+
+def test_select_updates_filters_and_converts(twin: types.ModuleType) -> None:
+    items = {key: _Item(key) for key in (1, 2, 3)}
+    keys, priorities, targets = twin.select_updates(
+        items, [3, 99, 1, 2], [7, 1.0, np.float32(0.5), "2.5"], {2}
+    )
+    assert keys == [3, 1] and priorities == [7.0, 0.5]
+    assert all(type(p) is float for p in priorities)
+    assert targets == [items[3], items[1]]
+    keys, priorities, targets = twin.select_updates(items, (1, 2), (True, 2), ())
+    assert keys == [1, 2] and priorities == [1.0, 2.0] and targets == [items[1], items[2]]
+    with pytest.raises(errors.InvalidArgumentError, match="same length, got 2 and 1"):
+        twin.select_updates(items, [1, 2], [1.0], ())
+
+
+def test_select_updates_takes_any_mapping(twin: types.ModuleType) -> None:
+    items = types.MappingProxyType({1: _Item(1)})
+    assert twin.select_updates(items, [1, 2], [0.5, 1.0], ()) == ([1], [0.5], [items[1]])
+
+
+def test_assign_priorities(twin: types.ModuleType) -> None:
+    targets = [_Item(1), _Item(2), _Item(3)]
+    twin.assign_priorities(targets, [0.5, 2.0])
+    assert [t.priority for t in targets] == [0.5, 2.0, 1.0]
+    twin.assign_priorities(tuple(targets), (4.0, 5.0, 6.0, 7.0))
+    assert [t.priority for t in targets] == [4.0, 5.0, 6.0]
+    with pytest.raises(AttributeError):
+        twin.assign_priorities([object()], [1.0])
