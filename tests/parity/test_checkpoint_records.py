@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
-import os
 import random
 import struct
 import types
@@ -24,9 +23,8 @@ import pytest
 from reverb_py import _codec
 from reverb_py._proto import schema_pb2
 from reverb_py.table import Item
+from tests.helpers import compiled_module
 
-REQUIRE_SPEEDUPS = bool(os.environ.get("REVERB_PY_REQUIRE_SPEEDUPS"))
-NO_EXTENSIONS = bool(os.environ.get("REVERB_PY_NO_EXTENSIONS"))
 
 TABLE_FIELD = _codec.length_delimited(b"\x12", b"replay")
 KEY_MAX = 2**64 - 1
@@ -35,16 +33,8 @@ KEY_MAX = 2**64 - 1
 @pytest.fixture(scope="module")
 def twins() -> tuple[types.ModuleType, types.ModuleType]:
     """The pure and the compiled module, or a skip (a failure when required)."""
-    if NO_EXTENSIONS:
-        pytest.skip("REVERB_PY_NO_EXTENSIONS is set: the compiled twins are off")
-    pure = importlib.import_module("reverb_py._pure.checkpoint_records")
-    try:
-        compiled = importlib.import_module("reverb_py._speedups.checkpoint_records")
-    except ModuleNotFoundError as error:
-        if REQUIRE_SPEEDUPS:
-            pytest.fail(f"compiled checkpoint_records required but not built: {error}")
-        pytest.skip(f"compiled checkpoint_records not built: {error}")
-    return pure, compiled
+    compiled = compiled_module("checkpoint_records")
+    return importlib.import_module("reverb_py._pure.checkpoint_records"), compiled
 
 
 def _outcome(call: Callable[[], Any]) -> tuple[Any, ...]:

@@ -13,7 +13,6 @@ import importlib
 import inspect
 import math
 import operator
-import os
 import pickle
 import random
 import types
@@ -22,24 +21,16 @@ from typing import Any
 
 import pytest
 
-REQUIRE_SPEEDUPS = bool(os.environ.get("REVERB_PY_REQUIRE_SPEEDUPS"))
-NO_EXTENSIONS = bool(os.environ.get("REVERB_PY_NO_EXTENSIONS"))
+from tests.helpers import compiled_module
+
 
 KEY_MAX = 2**64 - 1
 
 
 def _twins(module_name: str) -> tuple[types.ModuleType, types.ModuleType]:
     """Returns the pure and the compiled module, or skips (fails when required)."""
-    if NO_EXTENSIONS:
-        pytest.skip("REVERB_PY_NO_EXTENSIONS is set: the compiled twins are off")
-    pure = importlib.import_module(f"reverb_py._pure.{module_name}")
-    try:
-        compiled = importlib.import_module(f"reverb_py._speedups.{module_name}")
-    except ModuleNotFoundError as error:
-        if REQUIRE_SPEEDUPS:
-            pytest.fail(f"compiled {module_name} required but not built: {error}")
-        pytest.skip(f"compiled {module_name} not built: {error}")
-    return pure, compiled
+    compiled = compiled_module(module_name)
+    return importlib.import_module(f"reverb_py._pure.{module_name}"), compiled
 
 
 @pytest.fixture

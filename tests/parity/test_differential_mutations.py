@@ -8,10 +8,8 @@ rules exactly.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
-import os
 import random
 import struct
 import types
@@ -24,9 +22,8 @@ import pytest
 from reverb_py import _codec, errors
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._pure import mutations as pure
+from tests.helpers import compiled_module
 
-REQUIRE_SPEEDUPS = bool(os.environ.get("REVERB_PY_REQUIRE_SPEEDUPS"))
-NO_EXTENSIONS = bool(os.environ.get("REVERB_PY_NO_EXTENSIONS"))
 
 EDGE_KEYS = [0, 1, 127, 128, 16383, 16384, 2**35, 2**56, 2**63 - 1, 2**63, 2**64 - 1]
 EDGE_PRIORITIES = [0.0, -0.0, 1.0, 1.5, -2.5, 1e-310, 1e300, math.inf, -math.inf, math.nan]
@@ -34,14 +31,7 @@ EDGE_PRIORITIES = [0.0, -0.0, 1.0, 1.5, -2.5, 1e-310, 1e300, math.inf, -math.inf
 
 @pytest.fixture(scope="module")
 def compiled() -> types.ModuleType:
-    if NO_EXTENSIONS:
-        pytest.skip("REVERB_PY_NO_EXTENSIONS is set: the compiled twins are off")
-    try:
-        return importlib.import_module("reverb_py._speedups.mutations")
-    except ModuleNotFoundError as error:
-        if REQUIRE_SPEEDUPS:
-            pytest.fail(f"compiled mutations required but not built: {error}")
-        pytest.skip(f"compiled mutations not built: {error}")
+    return compiled_module("mutations")
 
 
 @pytest.fixture(params=["py", "cy"])

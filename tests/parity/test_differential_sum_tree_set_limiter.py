@@ -7,10 +7,8 @@ and message) must agree, and so must the public API (method signatures, properti
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
-import os
 import random
 import sys
 from collections.abc import Callable
@@ -21,6 +19,7 @@ import pytest
 from reverb_py._pure.indexed_set import IndexedSet as PyIndexedSet
 from reverb_py._pure.rate_limiter_state import RateLimiterState as PyRateLimiterState
 from reverb_py._pure.sum_tree import SumTree as PySumTree
+from tests.helpers import compiled_module
 
 KEY_MAX = 2**64 - 1
 BELOW_ONE = math.nextafter(1.0, 0.0)
@@ -30,18 +29,7 @@ INT64_MAX = 2**63 - 1
 
 def compiled(module_name: str, class_name: str) -> Any:
     """Returns the compiled twin, or skips (fails with REVERB_PY_REQUIRE_SPEEDUPS)."""
-    if os.environ.get("REVERB_PY_NO_EXTENSIONS"):
-        pytest.skip("REVERB_PY_NO_EXTENSIONS is set: the compiled twins are off")
-    name = f"reverb_py._speedups.{module_name}"
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as error:
-        if error.name != name:
-            raise
-        if os.environ.get("REVERB_PY_REQUIRE_SPEEDUPS"):
-            pytest.fail(f"compiled module required but not built: {name}")
-        pytest.skip(f"compiled module not built: {name}")
-    return getattr(module, class_name)
+    return getattr(compiled_module(module_name), class_name)
 
 
 @pytest.fixture
