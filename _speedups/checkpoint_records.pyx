@@ -25,6 +25,8 @@ from libcpp.string cimport string
 from libcpp.unordered_set cimport unordered_set
 from libcpp.vector cimport vector
 
+from _varint cimport put_varint
+
 from operator import index as _index
 
 from reverb_py._pure.checkpoint_records import decode_item
@@ -91,13 +93,7 @@ cdef inline void _put_le64(string& out, uint64_t value) noexcept:
 
 cdef inline void _put_varint(string& out, uint64_t value) noexcept:
     cdef unsigned char buf[10]
-    cdef int n = 0
-    while value >= 0x80:
-        buf[n] = <unsigned char>((value & 0x7F) | 0x80)
-        value >>= 7
-        n += 1
-    buf[n] = <unsigned char>value
-    out.append(<const char*>buf, n + 1)
+    out.append(<const char*>buf, put_varint(buf, value))
 
 
 cdef inline void _frame(string& out, const char* payload, size_t size) noexcept:

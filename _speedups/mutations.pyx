@@ -25,6 +25,8 @@ from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
+from _varint cimport put_varint, varint_size
+
 from reverb_py import _codec
 from reverb_py.errors import InvalidArgumentError
 
@@ -84,24 +86,6 @@ cdef inline bint _as_double(object value, double* out) noexcept:
     return True
 
 
-cdef inline Py_ssize_t _put_varint(uint8_t* out, uint64_t value) noexcept:
-    cdef Py_ssize_t n = 0
-    while value >= 0x80:
-        out[n] = <uint8_t>((value & 0x7F) | 0x80)
-        value >>= 7
-        n += 1
-    out[n] = <uint8_t>value
-    return n + 1
-
-
-cdef inline Py_ssize_t _varint_size(uint64_t value) noexcept:
-    cdef Py_ssize_t n = 1
-    while value >= 0x80:
-        value >>= 7
-        n += 1
-    return n
-
-
 cdef inline void _put_double(uint8_t* out, double value) noexcept:
     cdef uint64_t bits
     cdef int i
@@ -150,7 +134,7 @@ def encode_mutate_request(table, updates, deletes):
             keys.push_back(key)
             priorities.push_back(priority)
             # 0x12, length, 0x08, the key's varint, 0x11, 8 bytes of double.
-            rows_size += 12 + _varint_size(key)
+            rows_size += 12 + varint_size(key)
     cdef Py_ssize_t packed_size = 0
     if num_deletes:
         delete_keys.reserve(num_deletes)
@@ -158,14 +142,14 @@ def encode_mutate_request(table, updates, deletes):
             if not _as_key(item, &key):
                 return _codec.encode_mutate_request(table, updates, deletes)
             delete_keys.push_back(key)
-            packed_size += _varint_size(key)
+            packed_size += varint_size(key)
     cdef Py_ssize_t name_size = len(name)
     cdef Py_ssize_t size = 0
     if name_size:
-        size += 1 + _varint_size(name_size) + name_size
+        size += 1 + varint_size(name_size) + name_size
     size += rows_size
     if num_deletes:
-        size += 1 + _varint_size(packed_size) + packed_size
+        size += 1 + varint_size(packed_size) + packed_size
     cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
     cdef uint8_t* start = <uint8_t*>PyBytes_AS_STRING(out)
     cdef uint8_t* p = start
@@ -173,13 +157,13 @@ def encode_mutate_request(table, updates, deletes):
     if name_size:
         p[0] = 0x0A
         p += 1
-        p += _put_varint(p, name_size)
+        p += put_varint(p, name_size)
         memcpy(p, PyBytes_AS_STRING(name), name_size)
         p += name_size
     for i in range(<Py_ssize_t>keys.size()):
         p[0] = 0x12
         p[2] = 0x08
-        width = _put_varint(p + 3, keys[i])
+        width = put_varint(p + 3, keys[i])
         p[1] = <uint8_t>(width + 10)
         p += 3 + width
         p[0] = 0x11
@@ -188,9 +172,9 @@ def encode_mutate_request(table, updates, deletes):
     if num_deletes:
         p[0] = 0x1A
         p += 1
-        p += _put_varint(p, packed_size)
+        p += put_varint(p, packed_size)
         for i in range(<Py_ssize_t>delete_keys.size()):
-            p += _put_varint(p, delete_keys[i])
+            p += put_varint(p, delete_keys[i])
     return out
 
 

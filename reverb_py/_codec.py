@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import collections
 import math
-import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
@@ -34,7 +33,7 @@ import cramjam
 import numpy as np
 import numpy.typing as npt
 
-from reverb_py import _dtypes
+from reverb_py import _dtypes, _impl
 from reverb_py._proto import schema_pb2, tensor_pb2, types_pb2
 from reverb_py.errors import InvalidArgumentError
 
@@ -49,10 +48,12 @@ __all__ = [
     "delta_decode",
     "delta_encode",
     "encode_chunk",
+    "encode_column",
     "encode_item",
     "encode_mutate_request",
     "encode_tensor",
     "encode_varint",
+    "encode_varints",
     "length_delimited",
     "unpack_trajectory",
 ]
@@ -611,32 +612,13 @@ def delta_decode(array: Array) -> Array:
 # Hand-written protobuf encoding (the writer's hot path)
 # --------------------------------------------------------------------------------------
 
-_SMALL_VARINTS: Final = tuple(
-    bytes([value]) if value < 0x80 else bytes([(value & 0x7F) | 0x80, value >> 7])
-    for value in range(1 << 14)
-)
-_PACK_DOUBLE = struct.Struct("<d").pack
-
-
-def encode_varint(value: int) -> bytes:
-    """Encodes an integer as a protobuf varint (negative values as 64-bit two's complement,
-    like ``int32``/``int64`` fields)."""
-    if 0 <= value < 16384:
-        return _SMALL_VARINTS[value]
-    if value < 0:
-        value &= (1 << 64) - 1
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def length_delimited(tag: bytes, payload: bytes) -> bytes:
-    """``tag`` (an encoded field key of wire type 2), the payload's length, the payload."""
-    size = len(payload)
-    return tag + (_SMALL_VARINTS[size] if size < 16384 else encode_varint(size)) + payload
+# encode_varint(s), length_delimited, encode_item and encode_column come from the ``wire`` module that
+# reverb_py._impl selects (compiled or pure twin).
+encode_varint = _impl.wire.encode_varint
+encode_varints = _impl.wire.encode_varints
+length_delimited = _impl.wire.length_delimited
+encode_item = _impl.wire.encode_item
+encode_column = _impl.wire.encode_column
 
 
 def read_varint(buffer: bytes | memoryview, pos: int) -> tuple[int, int]:
@@ -799,27 +781,6 @@ def encode_chunk(
     if uncompressed:
         parts.append(b"\x38" + encode_varint(uncompressed))
     return b"".join(parts)
-
-
-def encode_item(key: int, table: bytes, priority: float, flat_trajectory: bytes) -> bytes:
-    """A serialised ``PrioritizedItem`` (key, table, priority and flat_trajectory set).
-
-    Args:
-      key: the item key.
-      table: ``length_delimited(b"\\x12", name.encode())`` (cache it per table), or
-        ``b""`` for an empty name.
-      priority: the priority.
-      flat_trajectory: the serialised ``FlatTrajectory``.
-    """
-    packed = _PACK_DOUBLE(priority)
-    return b"".join(
-        [
-            b"\x08" + encode_varint(key) if key else b"",
-            table,
-            b"\x29" + packed if packed != b"\x00" * 8 else b"",
-            length_delimited(b"\x42", flat_trajectory),
-        ]
-    )
 
 
 def encode_stored_item(

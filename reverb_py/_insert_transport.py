@@ -336,6 +336,7 @@ class InsertTransport:
                 if code != grpc.StatusCode.OK:
                     raise _StreamEnded(code, await call.details())
                 return
-            self._writer.confirm(response.keys)
+            if self._writer.confirm(response.keys):
+                self.notify()
             self._release_waiters()
 

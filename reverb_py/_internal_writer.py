@@ -38,7 +38,6 @@ import collections
 import copy
 import dataclasses
 import datetime
-import itertools
 import logging
 import math
 import os
@@ -489,10 +488,7 @@ class OutgoingBatch:
         parts.extend([length_delimited(b"\x12", data) for data in self.item_data])
         keep = b""
         if self.keep_chunk_keys:
-            encode_varint = _codec.encode_varint
-            keep = length_delimited(
-                b"\x1a", b"".join([encode_varint(key) for key in self.keep_chunk_keys])
-            )
+            keep = length_delimited(b"\x1a", _codec.encode_varints(self.keep_chunk_keys))
         return b"".join(parts), keep
 
     def __repr__(self) -> str:
@@ -555,6 +551,13 @@ def _to_array(value: object) -> npt.NDArray[Any]:
       TypeError: the value cannot become a tensor (unsupported dtype, ragged nests,
         object arrays holding non-strings).
     """
+    if type(value) is np.ndarray:
+        # The common case: an array of a numeric dtype already in normal form.
+        dtype = value.dtype
+        if _NORMAL_DTYPES.get(dtype) is dtype:
+            array = value.copy()
+            array.flags.writeable = False
+            return array
     try:
         array = np.array(value)
     except (ValueError, TypeError) as error:
@@ -588,7 +591,7 @@ def _to_array(value: object) -> npt.NDArray[Any]:
             normal = _dtypes.normalize_dtype(array.dtype)
         except TypeError as error:
             raise TypeError(f"Unable to convert {value!r} to a tensor: {error}") from None
-        _NORMAL_DTYPES[dtype] = normal
+        _NORMAL_DTYPES[dtype] = dtype if normal == dtype else normal
         if normal != array.dtype:
             array = array.astype(normal)
     array.flags.writeable = False
@@ -844,7 +847,7 @@ class InternalTrajectoryWriter:
             else:
                 self._step_open = False
                 self._episode_steps += 1
-            sendable = finalised and self._resolve_locked()
+            sendable = finalised and self._resolve_locked() and self._sendable_locked()
         if sendable:
             self._transport.notify()
         return refs
@@ -970,8 +973,8 @@ class InternalTrajectoryWriter:
             # Only a new ready head needs the transport: behind an unready head the item
             # must wait, and a ready head was announced when it became ready (the
             # transport's next take_outgoing takes this item too).
-            sendable = ready and not queue
             queue.append(item)
+            sendable = ready and self._sendable_locked()
             warn = False
             if len(self._unready) >= _PENDING_WARNING_THRESHOLD and not self._warned_pending:
                 warn = self._warned_pending = True
@@ -1071,7 +1074,7 @@ class InternalTrajectoryWriter:
         """Builds the wire form of an item whose chunks are all finalised."""
         refs = item.refs
         assert refs is not None
-        encode_varint = _codec.encode_varint
+        encode_column = _codec.encode_column
         length_delimited = _codec.length_delimited
         columns: list[bytes] = []
         chunks: dict[int, _Chunk] = {}
@@ -1080,54 +1083,31 @@ class InternalTrajectoryWriter:
             chunk = first._chunk
             assert chunk is not None
             if len(column_refs) == 1:
-                offset = first._offset
-                column = length_delimited(
-                    b"\x0a",
-                    chunk.key_field + b"\x10" + encode_varint(offset) + b"\x18\x01"
-                    if offset
-                    else chunk.key_field + b"\x18\x01",
-                )
-                column_chunks: dict[int, _Chunk] = {chunk.key: chunk}
+                columns.append(encode_column(((chunk.key_field, first._offset, 1),), squeeze))
+                chunks[chunk.key] = chunk
+                column_bytes = chunk.nbytes
             else:
-                slices: list[list[Any]] = []  # [chunk, offset, length]
-                column_chunks = {}
+                slices: list[list[Any]] = []  # [key field, offset, length]
+                column_chunks: dict[int, _Chunk] = {}
+                last_chunk = None
                 for ref in column_refs:
                     chunk = ref._chunk
                     assert chunk is not None
-                    column_chunks[chunk.key] = chunk
-                    last = slices[-1] if slices else None
                     if (
-                        last is not None
-                        and last[0] is chunk
-                        and last[1] + last[2] == ref._offset
+                        chunk is last_chunk
+                        and slices[-1][1] + slices[-1][2] == ref._offset
                     ):
-                        last[2] += 1
+                        slices[-1][2] += 1
                     else:
-                        slices.append([chunk, ref._offset, 1])
-                column = b"".join(
-                    [
-                        length_delimited(
-                            b"\x0a",
-                            b"".join(
-                                [
-                                    chunk.key_field,
-                                    b"\x10" + encode_varint(offset) if offset else b"",
-                                    b"\x18" + encode_varint(length),
-                                ]
-                            ),
-                        )
-                        for chunk, offset, length in slices
-                    ]
-                )
-            if squeeze:
-                column += b"\x10\x01"
-            columns.append(length_delimited(b"\x0a", column))
-            chunks.update(column_chunks)
+                        slices.append([chunk.key_field, ref._offset, 1])
+                        column_chunks[chunk.key] = chunk
+                        last_chunk = chunk
+                columns.append(encode_column(slices, squeeze))
+                chunks.update(column_chunks)
+                column_bytes = sum(chunk.nbytes for chunk in column_chunks.values())
             tuner = self._columns[first._column].tuner
             if tuner is not None:
-                tuner.on_item(
-                    sum(chunk.nbytes for chunk in column_chunks.values()) / len(column_refs)
-                )
+                tuner.on_item(column_bytes / len(column_refs))
         table_field = _TABLE_FIELDS.get(item.table)
         if table_field is None:
             table_field = (
@@ -1138,6 +1118,19 @@ class InternalTrajectoryWriter:
         item.data = _codec.encode_item(item.key, table_field, item.priority, b"".join(columns))
         item.chunks = list(chunks.values())
         item.refs = None
+
+    def _sendable_locked(self) -> bool:
+        """Whether the transport should take a request now.
+
+        The head of the queue must be ready, and while items are in flight, at least as
+        many must be queued: new items wait for the next confirmation (which checks
+        again, see :meth:`confirm`) or until they are as many as those in flight. Each
+        request then carries several items, which halves the messages (and the
+        per-message cost of gRPC on both sides) at a given window of pending items; a
+        stalled in-flight item holds back at most as many new ones.
+        """
+        queue = self._queue
+        return bool(queue) and queue[0].data is not None and len(queue) >= len(self._in_flight)
 
     def _resolve_locked(self) -> bool:
         """Builds every queued item whose chunks are now final.
@@ -1167,8 +1160,12 @@ class InternalTrajectoryWriter:
     def PrepareFlush(self, block_until_num_items: int = 0) -> None:
         """The non-blocking half of :meth:`Flush`: finalise the chunks and notify.
 
-        Finalises the chunks referenced by every pending item except the last
-        ``block_until_num_items``.
+        When more than ``block_until_num_items`` items are pending (queued or
+        unconfirmed), so that the flush has to wait, the chunks referenced by every
+        queued item are finalised: those items travel while the caller waits. (Reverb
+        finalises them for all but the last ``block_until_num_items`` queued items, so
+        the newest items wait until their chunks fill up after the flush returned.
+        Only chunk boundaries differ; what is inserted is the same.)
 
         Raises:
           ValueError: ``block_until_num_items < 0``.
@@ -1179,12 +1176,13 @@ class InternalTrajectoryWriter:
             )
         with self._lock:
             self._check_usable_locked()
-            count = len(self._queue) - block_until_num_items
             finalised = False
-            if count > 0 and self._unready:
-                for item in itertools.islice(self._queue, count):
-                    if item.refs is None:
-                        continue
+            if (
+                self._unready
+                and len(self._queue) + len(self._in_flight) > block_until_num_items
+            ):
+                for item in self._unready:
+                    assert item.refs is not None
                     for column_refs in item.refs:
                         for ref in column_refs:
                             if ref._chunk is None:
@@ -1194,15 +1192,13 @@ class InternalTrajectoryWriter:
                 self._resolve_locked()
             # A flush is also the user's way of saying "send now": wake the transport
             # whenever something is ready to go (nothing else can be sent).
-            sendable = bool(self._queue) and self._queue[0].data is not None
+            sendable = self._sendable_locked()
         if sendable:
             self._transport.notify()
 
     def Flush(self, block_until_num_items: int = 0, timeout_ms: int | None = -1) -> None:
-        """Sends every pending item except the last ``block_until_num_items`` and waits.
-
-        Waits until at most ``block_until_num_items`` items are pending (created and not
-        confirmed by the server).
+        """Sends the queued items and waits until at most ``block_until_num_items`` are
+        pending (created and not confirmed by the server); see :meth:`PrepareFlush`.
 
         Args:
           block_until_num_items: how many items may stay pending.
@@ -1371,11 +1367,15 @@ class InternalTrajectoryWriter:
                             keys.add(ref_chunk.key)
         return sorted(keys)
 
-    def confirm(self, keys: Iterable[int]) -> None:
+    def confirm(self, keys: Iterable[int]) -> bool:
         """Marks in-flight items as confirmed; unknown keys are ignored.
 
         Wakes threads blocked in :meth:`wait_until_pending_at_most`, then calls every
         pending listener (with the lock released).
+
+        Returns:
+          Whether queued items are now to be sent (the caller, the transport, then
+          takes them with :meth:`take_outgoing`).
         """
         with self._lock:
             pop = self._in_flight.pop
@@ -1383,11 +1383,13 @@ class InternalTrajectoryWriter:
                 pop(key, None)
             if self._num_waiters:
                 self._condition.notify_all()
+            sendable = not self._closed and self._error is None and self._sendable_locked()
             listeners = self._listeners
             if listeners:
                 listeners = list(listeners)
         for listener in listeners:
             listener()
+        return sendable
 
     def resend_all(self) -> None:
         """Starts a new stream: in-flight items are queued again (in front) and every

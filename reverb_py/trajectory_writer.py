@@ -342,6 +342,9 @@ class _TrajectoryWriterBase:
         self._last_step_is_open = False
         # Key tuple of a flat dict step -> the column of each key (see append).
         self._dict_layouts: dict[tuple[Any, ...], list[int]] = {}
+        # When the structure is a plain dict of leaves: its (key, history) pairs, in the
+        # order `history` gives them (the fast path of `history`).
+        self._dict_history: list[tuple[Any, _ColumnHistory]] | None = None
 
     # -------------------------------------------------------------- properties
 
@@ -359,6 +362,8 @@ class _TrajectoryWriterBase:
             raise RuntimeError(
                 "history cannot be accessed before `append` is called at least once."
             )
+        if self._dict_history is not None:
+            return dict(self._dict_history)
         return _nest.unflatten_as(
             self._structure,
             [
@@ -611,6 +616,18 @@ class _TrajectoryWriterBase:
         self._structure = new_structure
         self._structure_paths = paths
         self._has_structure = True
+        self._dict_history = None
+        if type(new_structure) is dict and all(
+            value is None for value in new_structure.values()
+        ):
+            histories = _nest.unflatten_as(
+                new_structure,
+                [
+                    self._column_history[self._path_to_column_index[path]]
+                    for path in paths
+                ],
+            )
+            self._dict_history = list(histories.items())
 
 
 class TrajectoryWriter(_TrajectoryWriterBase):

@@ -137,7 +137,8 @@ class FakeTransport:
         with self._lock:
             for key in keys:
                 self.unconfirmed.remove(key)
-        self.writer.confirm(keys)
+        if self.writer.confirm(keys) and not self.paused:
+            self.pump()  # as the real transport: a confirmation may release held items
 
     def confirm_all(self) -> None:
         with self._lock:

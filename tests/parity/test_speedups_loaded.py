@@ -3,39 +3,88 @@
 from __future__ import annotations
 
 import os
+import pathlib
+import subprocess
 import sys
+import textwrap
 
 import pytest
 
 from reverb_py import _impl
 
+STRUCTURES = ("SumTree", "IndexedHeap", "OrderedKeys", "IndexedSet", "RateLimiterState")
+MODULES = ("wire", "checkpoint_records", "mutations")
 
-def test_compiled_structures_are_live_when_required() -> None:
+
+def live_module_names() -> dict[str, str]:
+    """Name of what `_impl` selected -> the module it comes from."""
+    names = {name: getattr(_impl, name).__module__ for name in STRUCTURES}
+    names.update({name: getattr(_impl, name).__name__ for name in MODULES})
+    return names
+
+
+def test_every_speedups_source_is_selected_by_impl() -> None:
+    sources = pathlib.Path(__file__).parents[2] / "_speedups"
+    built = sorted(path.stem for path in sources.glob("*.pyx"))
+    assert built == sorted(_impl.COMPILED_MODULES)
+    for name in _impl.COMPILED_MODULES:
+        assert (pathlib.Path(__file__).parents[2] / "reverb_py" / "_pure" / f"{name}.py").exists()
+
+
+def test_compiled_code_is_live_when_required() -> None:
     if not os.environ.get("REVERB_PY_REQUIRE_SPEEDUPS"):
         pytest.skip("this run does not require the compiled structures")
     assert _impl.IMPLEMENTATION == "cython"
-    for cls in (_impl.SumTree, _impl.IndexedHeap, _impl.OrderedKeys, _impl.IndexedSet,
-                _impl.RateLimiterState):
-        assert cls.__module__.startswith("reverb_py._speedups."), cls
-        module_file = sys.modules[cls.__module__].__file__ or ""
+    for name, module in live_module_names().items():
+        assert module.startswith("reverb_py._speedups."), (name, module)
+        module_file = sys.modules[module].__file__ or ""
         assert module_file.endswith((".so", ".pyd")), module_file
 
 
-def test_kill_switch_gives_pure_structures() -> None:
+def test_kill_switch_gives_pure_code() -> None:
     if not os.environ.get("REVERB_PY_NO_EXTENSIONS"):
         pytest.skip("this run does not set REVERB_PY_NO_EXTENSIONS")
     assert _impl.IMPLEMENTATION == "python"
-    for cls in (_impl.SumTree, _impl.IndexedHeap, _impl.OrderedKeys, _impl.IndexedSet,
-                _impl.RateLimiterState):
-        assert cls.__module__.startswith("reverb_py._pure."), cls
+    for name, module in live_module_names().items():
+        assert module.startswith("reverb_py._pure."), (name, module)
 
 
 def test_implementation_is_all_or_nothing() -> None:
-    modules = {cls.__module__.split(".")[1] for cls in (
-        _impl.SumTree, _impl.IndexedHeap, _impl.OrderedKeys, _impl.IndexedSet,
-        _impl.RateLimiterState)}
-    assert len(modules) == 1
-    assert _impl.IMPLEMENTATION == {"_speedups": "cython", "_pure": "python"}[modules.pop()]
+    packages = {module.split(".")[1] for module in live_module_names().values()}
+    assert len(packages) == 1
+    assert _impl.IMPLEMENTATION == {"_speedups": "cython", "_pure": "python"}[packages.pop()]
+
+
+def test_codec_uses_the_selected_wire_module() -> None:
+    from reverb_py import _codec
+
+    for name in ("encode_varint", "encode_varints", "length_delimited", "encode_item",
+                 "encode_column"):
+        assert getattr(_codec, name) is getattr(_impl.wire, name)
+
+
+def test_a_missing_compiled_module_selects_every_pure_twin() -> None:
+    code = textwrap.dedent(
+        """
+        import importlib.util
+        real = importlib.util.find_spec
+        importlib.util.find_spec = lambda name, *args: (
+            None if name == "reverb_py._speedups.mutations" else real(name, *args))
+        import reverb_py
+        from reverb_py import _codec, _impl
+        print(reverb_py.IMPLEMENTATION, _codec.encode_varint.__module__,
+              _impl.SumTree.__module__, _impl.checkpoint_records.__name__)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "REVERB_PY_NO_EXTENSIONS"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [
+        "python", "reverb_py._pure.wire", "reverb_py._pure.sum_tree",
+        "reverb_py._pure.checkpoint_records",
+    ]
 
 
 def test_top_level_reports_the_implementation() -> None:

@@ -332,19 +332,26 @@ def test_items_are_sent_in_creation_order() -> None:
     assert [item.table for item in request.items] == ["first", "second"]
 
 
-def test_flush_finalises_all_but_the_last_items() -> None:
+def test_flush_that_must_wait_sends_every_queued_item() -> None:
     writer, fake = make_writer(constant(5, 5))
     a, b = writer.Append([1, 2])
     assert a is not None and b is not None
     writer.CreateItem("t", 1.0, [[a]], [True])
     writer.CreateItem("t", 2.0, [[b]], [True])
+    # At most two pending already: nothing to wait for, the chunks stay open.
+    writer.Flush(block_until_num_items=2)
+    assert fake.inserted == [] and writer.num_pending_items() == 2
+    # Over the bound: the chunks of every queued item are finalised, all of them go.
     writer.Flush(block_until_num_items=1)
-    assert [entry.item.priority for entry in fake.inserted] == [1.0]
-    assert writer.num_pending_items() == 1
-    writer.Flush(block_until_num_items=1)  # nothing to do: already at most one pending
-    assert len(fake.inserted) == 1
-    writer.Flush()
     assert [entry.item.priority for entry in fake.inserted] == [1.0, 2.0]
+    assert writer.num_pending_items() == 0
+    c, d = writer.Append([3, 4])
+    assert c is not None and d is not None
+    writer.CreateItem("t", 3.0, [[c]], [True])
+    writer.Flush(block_until_num_items=1)  # one pending: nothing to do
+    assert len(fake.inserted) == 2
+    writer.Flush()
+    assert [entry.item.priority for entry in fake.inserted] == [1.0, 2.0, 3.0]
     with pytest.raises(ValueError, match="block_until_num_items must be >= 0"):
         writer.Flush(-1)
 
@@ -466,6 +473,78 @@ def test_items_are_checked_against_the_signature() -> None:
 
 
 # ------------------------------------------------------------------------------ flush / episodes
+
+
+def test_unconfirmed_items_count_towards_the_flush_bound() -> None:
+    writer, fake = make_writer(constant(5, 5), transport=FakeTransport(auto_confirm=False))
+    a, b = writer.Append([1, 2])
+    assert a is not None and b is not None
+    writer.CreateItem("t", 1.0, [[a]], [True])
+    with pytest.raises(errors.DeadlineExceededError):
+        writer.Flush(0, timeout_ms=1)  # sends the first item; it stays unconfirmed
+    assert [request.item_keys for request in fake.requests] and len(fake.requests) == 1
+    writer.CreateItem("t", 2.0, [[b]], [True])
+    # One queued (its chunk still open) + one unconfirmed > 1: the queued one goes too.
+    with pytest.raises(errors.DeadlineExceededError):
+        writer.Flush(block_until_num_items=1, timeout_ms=1)
+    assert len(fake.requests) == 2
+    assert [item.priority for request in fake.requests for item in request.items] == [1.0, 2.0]
+    fake.confirm_all()
+    writer.Flush(block_until_num_items=0, timeout_ms=1)
+    assert writer.num_pending_items() == 0
+
+
+def test_new_items_wait_while_more_are_in_flight() -> None:
+    writer, fake = make_writer(constant(1, 8), transport=FakeTransport(auto_confirm=False))
+
+    def create(priority: float) -> None:
+        (ref,) = refs_of(writer, [priority])
+        writer.CreateItem("t", priority, [[ref]], [True])
+
+    def sent() -> list[list[float]]:
+        return [[item.priority for item in request.items] for request in fake.requests]
+
+    create(1.0)  # nothing in flight: sent at once
+    create(2.0)  # one queued, one in flight: sent
+    assert sent() == [[1.0], [2.0]]
+    create(3.0)  # one queued, two in flight: waits
+    assert sent() == [[1.0], [2.0]] and writer.num_pending_items() == 3
+    create(4.0)  # two queued, two in flight: both go, in one request
+    assert sent() == [[1.0], [2.0], [3.0, 4.0]]
+    create(5.0)
+    fake.confirm(fake.requests[0].item_keys)  # three in flight, one queued: still waits
+    assert len(fake.requests) == 3
+    fake.confirm(fake.requests[1].item_keys + fake.requests[2].item_keys)
+    # The confirmation emptied the window: the waiting item is taken.
+    assert sent()[-1] == [5.0]
+    fake.confirm_all()
+    assert writer.num_pending_items() == 0
+    assert [entry.item.priority for entry in fake.inserted] == [1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_a_flush_releases_held_items_as_confirmations_arrive() -> None:
+    writer, fake = make_writer(constant(1, 8), transport=FakeTransport(auto_confirm=False))
+    for priority in (1.0, 2.0, 3.0):
+        (ref,) = refs_of(writer, [priority])
+        writer.CreateItem("t", priority, [[ref]], [True])
+    assert len(fake.requests) == 2  # the third item waits behind two in flight
+    outcome: list[BaseException | None] = []
+
+    def flush() -> None:
+        try:
+            writer.Flush(0)
+            outcome.append(None)
+        except BaseException as error:  # noqa: BLE001
+            outcome.append(error)
+
+    thread = threading.Thread(target=flush)
+    thread.start()
+    assert fake.waiting.wait(10)
+    fake.confirm_all()  # releases the third item, which is sent ...
+    assert len(fake.requests) == 3 and outcome == []
+    fake.confirm_all()  # ... and confirmed: the flush returns
+    thread.join(10)
+    assert outcome == [None] and writer.num_pending_items() == 0
 
 
 def test_flush_timeout_raises_deadline_exceeded() -> None:

@@ -246,15 +246,17 @@ def test_create_item_blocks_beyond_max_in_flight_items() -> None:
             writer.create_item("t", 1, 1.0)
             created.append(step)
 
-    thread = threading.Thread(target=produce)
+    thread = threading.Thread(target=produce, daemon=True)
     thread.start()
     assert fake.waiting.wait(10)
     assert fake.wait_calls == [(2, None)]
-    assert len(fake.inserted) == 3  # sent, waiting for confirmation
+    # Two sent and unconfirmed; the third waits behind them (see _sendable_locked).
+    assert len(fake.inserted) == 2
     assert created == [0, 1]  # blocked inside the third create_item
     fake.confirm(fake.unconfirmed[:1])
     thread.join(10)
     assert created == [0, 1, 2]
+    assert len(fake.inserted) == 3  # the confirmation released the third
     fake.confirm_all()
     writer.close()
 
