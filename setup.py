@@ -1,6 +1,9 @@
 """Build of reverb_py's compiled hot structures.
 
-Every ``_speedups/<name>.pyx`` becomes the extension ``reverb_py._speedups.<name>``.
+Every ``_speedups/<name>.pyx`` becomes the extension ``reverb_py._speedups.<name>``, and
+every module named in ``COMPILED_AS_IS`` is compiled from its pure twin
+``reverb_py/_pure/<name>.py`` as it is (the same source, so the same behaviour) into
+``reverb_py._speedups.<name>``.
 Extensions are optional: when no compiler is available the package installs and runs
 on its pure-Python twins (``reverb_py._impl.IMPLEMENTATION`` says which one is live).
 
@@ -18,6 +21,7 @@ import sys
 from setuptools import Extension, setup
 
 HERE = pathlib.Path(__file__).parent
+COMPILED_AS_IS = ("internal_writer", "trajectory_writer")
 NO_EXTENSIONS = bool(os.environ.get("REVERB_PY_NO_EXTENSIONS"))
 DEBUG = bool(os.environ.get("REVERB_PY_DEBUG_BUILD"))
 ANNOTATE = bool(os.environ.get("REVERB_PY_ANNOTATE"))
@@ -54,12 +58,32 @@ def _extensions() -> list:
         )
         for source in sorted((HERE / "_speedups").glob("*.pyx"))
     ]
+    as_is = [
+        Extension(
+            f"reverb_py._speedups.{name}",
+            [f"reverb_py/_pure/{name}.py"],
+            language="c++",
+            extra_compile_args=compile_args,
+            define_macros=macros,
+            optional=True,
+        )
+        for name in COMPILED_AS_IS
+    ]
+    # Python source compiled as it is keeps Python's semantics: negative indices wrap,
+    # indices are checked, division is Python's, annotations are not C types.
+    as_is_directives = {
+        **directives,
+        "boundscheck": True,
+        "wraparound": True,
+        "cdivision": False,
+        "annotation_typing": False,
+    }
     return cythonize(
         extensions,
         compiler_directives=directives,
         annotate=ANNOTATE,
         include_path=[str(HERE / "_speedups")],
-    )
+    ) + cythonize(as_is, compiler_directives=as_is_directives, annotate=ANNOTATE)
 
 
 setup(ext_modules=_extensions())

@@ -8,7 +8,11 @@ The rest of the package imports from here, never from ``_pure`` or ``_speedups``
   columns);
 * the ``checkpoint_records`` module: checkpoint record framing and stored items;
 * the ``mutations`` module: ``MutatePriorities``' wire format and ``Table.mutate``'s
-  update step.
+  update step;
+* the writer modules ``internal_writer`` (the engine) and ``trajectory_writer`` (the
+  Python writers), whose compiled twins are their pure sources compiled as they are
+  (``reverb_py._internal_writer`` and ``reverb_py.trajectory_writer`` are the selected
+  ones).
 
 The choice is all-or-nothing: either everything comes from the compiled modules built
 from ``_speedups/`` (``IMPLEMENTATION == "cython"``), or everything comes from the
@@ -33,7 +37,9 @@ __all__ = [
     "RateLimiterState",
     "SumTree",
     "checkpoint_records",
+    "internal_writer",
     "mutations",
+    "trajectory_writer",
     "wire",
 ]
 
@@ -48,8 +54,11 @@ COMPILED_MODULES = (
     "ordered_keys",
     "rate_limiter_state",
     "sum_tree",
+    "internal_writer",
+    "trajectory_writer",
 )
-"""The modules of ``reverb_py._speedups``, each with a twin in ``reverb_py._pure``."""
+"""The modules of ``reverb_py._speedups``, each with a twin in ``reverb_py._pure``
+(the last two are built from those twins; see ``setup.py``)."""
 
 
 def _compiled_modules_built() -> bool:
@@ -57,7 +66,8 @@ def _compiled_modules_built() -> bool:
 
 
 # `wire` comes first in both branches: reverb_py._codec, which other modules import,
-# takes its encoders from it.
+# takes its encoders from it. The writer modules come last, the engine before the
+# writers (which import it through reverb_py._internal_writer, i.e. from here).
 if TYPE_CHECKING or NO_EXTENSIONS or not _compiled_modules_built():
     from reverb_py._pure import wire  # isort: skip
     from reverb_py._pure import checkpoint_records, mutations
@@ -66,6 +76,9 @@ if TYPE_CHECKING or NO_EXTENSIONS or not _compiled_modules_built():
     from reverb_py._pure.ordered_keys import OrderedKeys
     from reverb_py._pure.rate_limiter_state import RateLimiterState
     from reverb_py._pure.sum_tree import SumTree
+
+    from reverb_py._pure import internal_writer  # isort: skip
+    from reverb_py._pure import trajectory_writer  # isort: skip
 
     IMPLEMENTATION = "python"
 else:
@@ -76,5 +89,8 @@ else:
     from reverb_py._speedups.ordered_keys import OrderedKeys
     from reverb_py._speedups.rate_limiter_state import RateLimiterState
     from reverb_py._speedups.sum_tree import SumTree
+
+    from reverb_py._speedups import internal_writer  # isort: skip
+    from reverb_py._speedups import trajectory_writer  # isort: skip
 
     IMPLEMENTATION = "cython"

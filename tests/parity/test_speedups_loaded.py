@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import pathlib
 import subprocess
@@ -13,7 +14,8 @@ import pytest
 from reverb_py import _impl
 
 STRUCTURES = ("SumTree", "IndexedHeap", "OrderedKeys", "IndexedSet", "RateLimiterState")
-MODULES = ("wire", "checkpoint_records", "mutations")
+ROOT = pathlib.Path(__file__).parents[2]
+MODULES = ("wire", "checkpoint_records", "mutations", "internal_writer", "trajectory_writer")
 
 
 def live_module_names() -> dict[str, str]:
@@ -23,12 +25,34 @@ def live_module_names() -> dict[str, str]:
     return names
 
 
-def test_every_speedups_source_is_selected_by_impl() -> None:
-    sources = pathlib.Path(__file__).parents[2] / "_speedups"
-    built = sorted(path.stem for path in sources.glob("*.pyx"))
-    assert built == sorted(_impl.COMPILED_MODULES)
+def _compiled_as_is() -> tuple[str, ...]:
+    """``COMPILED_AS_IS`` of setup.py (pure twins compiled as they are)."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "COMPILED_AS_IS":
+            value: tuple[str, ...] = ast.literal_eval(node.value)
+            return value
+    raise AssertionError("setup.py has no COMPILED_AS_IS")
+
+
+def test_every_compiled_module_is_selected_by_impl() -> None:
+    built = {path.stem for path in (ROOT / "_speedups").glob("*.pyx")}
+    as_is = set(_compiled_as_is())
+    assert not built & as_is
+    assert sorted(built | as_is) == sorted(_impl.COMPILED_MODULES)
     for name in _impl.COMPILED_MODULES:
-        assert (pathlib.Path(__file__).parents[2] / "reverb_py" / "_pure" / f"{name}.py").exists()
+        assert (ROOT / "reverb_py" / "_pure" / f"{name}.py").exists(), name
+
+
+def test_writer_modules_are_the_selected_twins() -> None:
+    import reverb_py
+    from reverb_py import _internal_writer, trajectory_writer
+
+    assert _internal_writer is _impl.internal_writer
+    assert trajectory_writer is _impl.trajectory_writer
+    assert sys.modules["reverb_py._internal_writer"] is _impl.internal_writer
+    assert reverb_py.TrajectoryWriter is _impl.trajectory_writer.TrajectoryWriter
+    assert reverb_py.TrajectoryColumn is _impl.trajectory_writer.TrajectoryColumn
 
 
 def test_compiled_code_is_live_when_required() -> None:
