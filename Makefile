@@ -70,5 +70,6 @@ interop: build $(REVERB_VENV)/.installed
 		$(PY) -m pytest tests/interop -p no:cacheprovider $(PYTEST_ARGS)
 
 clean:
-	rm -rf build $(VENV) $(REVERB_VENV) *.egg-info _speedups/*.cpp _speedups/*.html
+	rm -rf build $(VENV) $(REVERB_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
+		reverb_py/_pure/*.cpp reverb_py/_pure/*.html
 	find reverb_py -name '*.so' -delete -o -name '*.pyd' -delete
