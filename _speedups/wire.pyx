@@ -15,12 +15,15 @@ from libc.string cimport memcpy
 
 from _varint cimport put_varint, varint_size
 
+from reverb_py.errors import InvalidArgumentError
+
 __all__ = [
     "encode_column",
     "encode_item",
     "encode_varint",
     "encode_varints",
     "length_delimited",
+    "split_insert_request",
 ]
 
 
@@ -192,3 +195,79 @@ def encode_column(slices, squeeze):
         pos[0] = 0x10
         pos[1] = 0x01
     return out
+
+
+cdef inline const unsigned char* _read_varint(
+    const unsigned char* pos, const unsigned char* end, uint64_t* out
+) except NULL:
+    cdef uint64_t result = 0
+    cdef int shift = 0
+    cdef unsigned char byte
+    while True:
+        if pos >= end:
+            raise InvalidArgumentError("Truncated message: a varint runs past the end.")
+        byte = pos[0]
+        pos += 1
+        result |= (<uint64_t>(byte & 0x7F)) << shift
+        if not byte & 0x80:
+            out[0] = result
+            return pos
+        shift += 7
+        if shift > 63:
+            raise InvalidArgumentError("Malformed message: a varint is too long.")
+
+
+def split_insert_request(data):
+    """The parts of a serialised ``InsertStreamRequest``, without decoding them.
+
+    Returns:
+      The serialised ``ChunkData`` of field 1 and ``PrioritizedItem`` of field 2, in
+      order, and the ``keep_chunk_keys`` of field 3 (packed or not). Other fields are
+      skipped, as protobuf does.
+
+    Raises:
+      InvalidArgumentError: the bytes are not a well-formed message.
+    """
+    cdef bytes buffer = bytes(data)
+    cdef const unsigned char* start = <const unsigned char*>PyBytes_AS_STRING(buffer)
+    cdef const unsigned char* pos = start
+    cdef const unsigned char* end = start + PyBytes_GET_SIZE(buffer)
+    cdef const unsigned char* inner
+    cdef uint64_t tag, value, size
+    cdef uint64_t number
+    cdef int wire_type
+    cdef list chunks = []
+    cdef list items = []
+    cdef list keep = []
+    while pos < end:
+        pos = _read_varint(pos, end, &tag)
+        number = tag >> 3
+        wire_type = tag & 7
+        if number == 0:
+            raise InvalidArgumentError("Malformed message: field number 0.")
+        if wire_type == 0:
+            pos = _read_varint(pos, end, &value)
+            if number == 3:
+                keep.append(value)
+        elif wire_type == 2:
+            pos = _read_varint(pos, end, &size)
+            if size > <uint64_t>(end - pos):
+                raise InvalidArgumentError("Truncated message: a field runs past the end.")
+            if number == 1:
+                chunks.append(PyBytes_FromStringAndSize(<const char*>pos, <Py_ssize_t>size))
+            elif number == 2:
+                items.append(PyBytes_FromStringAndSize(<const char*>pos, <Py_ssize_t>size))
+            elif number == 3:
+                inner = pos
+                while inner < pos + size:
+                    inner = _read_varint(inner, pos + size, &value)
+                    keep.append(value)
+            pos += size
+        elif wire_type == 1 or wire_type == 5:
+            size = 8 if wire_type == 1 else 4
+            if size > <uint64_t>(end - pos):
+                raise InvalidArgumentError("Truncated message: a field runs past the end.")
+            pos += size
+        else:
+            raise InvalidArgumentError(f"Malformed message: wire type {wire_type}.")
+    return chunks, items, keep

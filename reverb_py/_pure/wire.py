@@ -12,12 +12,15 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Final
 
+from reverb_py.errors import InvalidArgumentError
+
 __all__ = [
     "encode_column",
     "encode_item",
     "encode_varint",
     "encode_varints",
     "length_delimited",
+    "split_insert_request",
 ]
 
 _MASK: Final = (1 << 64) - 1
@@ -122,3 +125,68 @@ def encode_column(slices: Sequence[tuple[bytes, int, int]], squeeze: bool) -> by
     if squeeze:
         parts.append(b"\x10\x01")
     return length_delimited(b"\x0a", b"".join(parts))
+
+
+def _read_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise InvalidArgumentError("Truncated message: a varint runs past the end.")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result & _MASK, pos
+        shift += 7
+        if shift > 63:
+            raise InvalidArgumentError("Malformed message: a varint is too long.")
+
+
+def split_insert_request(data: bytes) -> tuple[list[bytes], list[bytes], list[int]]:
+    """The parts of a serialised ``InsertStreamRequest``, without decoding them.
+
+    Returns:
+      The serialised ``ChunkData`` of field 1 and ``PrioritizedItem`` of field 2, in
+      order, and the ``keep_chunk_keys`` of field 3 (packed or not). Other fields are
+      skipped, as protobuf does.
+
+    Raises:
+      InvalidArgumentError: the bytes are not a well-formed message.
+    """
+    chunks: list[bytes] = []
+    items: list[bytes] = []
+    keep: list[int] = []
+    data = bytes(data)
+    pos = 0
+    end = len(data)
+    while pos < end:
+        tag, pos = _read_varint(data, pos, end)
+        number, wire_type = tag >> 3, tag & 7
+        if number == 0:
+            raise InvalidArgumentError("Malformed message: field number 0.")
+        if wire_type == 0:
+            value, pos = _read_varint(data, pos, end)
+            if number == 3:
+                keep.append(value)
+        elif wire_type == 2:
+            size, pos = _read_varint(data, pos, end)
+            if pos + size > end:
+                raise InvalidArgumentError("Truncated message: a field runs past the end.")
+            if number == 1:
+                chunks.append(data[pos : pos + size])
+            elif number == 2:
+                items.append(data[pos : pos + size])
+            elif number == 3:
+                inner = pos
+                while inner < pos + size:
+                    value, inner = _read_varint(data, inner, pos + size)
+                    keep.append(value)
+            pos += size
+        elif wire_type in (1, 5):
+            pos += 8 if wire_type == 1 else 4
+            if pos > end:
+                raise InvalidArgumentError("Truncated message: a field runs past the end.")
+        else:
+            raise InvalidArgumentError(f"Malformed message: wire type {wire_type}.")
+    return chunks, items, keep

@@ -12,7 +12,7 @@ import textwrap
 import grpc
 import pytest
 
-from reverb_py import _service, errors, rate_limiters, selectors
+from reverb_py import _codec, _service, errors, rate_limiters, selectors
 from reverb_py._proto import reverb_service_pb2 as pb
 from reverb_py._proto import schema_pb2
 from reverb_py.server import Server
@@ -278,6 +278,72 @@ async def test_malformed_and_truncated_messages(channel, server) -> None:
     # Still serving.
     assert await insert(channel, [pb.InsertStreamRequest(
         chunks=[chunk(1)], items=[item(1, "uniform", [1])])]) == [1]
+
+
+async def test_items_of_several_tables_in_one_request(channel, server) -> None:
+    request = pb.InsertStreamRequest(
+        chunks=[chunk(1), chunk(2, episode=5)],
+        items=[item(10, "uniform", [1]), item(11, "prio", [2], priority=3.0),
+               item(12, "uniform", [1, 2]), item(13, "prio", [1], priority=0.5)],
+        keep_chunk_keys=[2])
+    assert sorted(await insert(channel, [request])) == [10, 11, 12, 13]
+    uniform, prio = server.tables[0], server.tables[1]
+    assert len(uniform) == 2 and len(prio) == 2
+    samples = await take_samples(channel, "prio", 50)
+    assert {s[0].item.key for s in samples} == {11, 13}
+    assert {s[0].item.priority for s in samples} == {3.0, 0.5}
+    info = {s[0].item.key: s[0].item for s in await take_samples(channel, "uniform", 50)}
+    assert [c.chunk_key for c in info[12].flat_trajectory.columns[0].chunk_slices] == [1, 2]
+
+
+async def test_first_column_without_slices_is_an_empty_trajectory(channel, server) -> None:
+    bad = schema_pb2.PrioritizedItem(key=5, table="uniform", priority=1.0)
+    bad.flat_trajectory.columns.add(squeeze=True)  # first column: no slices
+    bad.flat_trajectory.columns.add().chunk_slices.add(chunk_key=1, length=1)
+    for request in (
+        pb.InsertStreamRequest(chunks=[chunk(1)], items=[bad]),
+        pb.InsertStreamRequest(chunks=[chunk(1)], items=[item(4, "uniform", [1]), bad]),
+    ):
+        await expect_status(insert(channel, [request]), grpc.StatusCode.INVALID_ARGUMENT,
+                            "Item 5 has an empty trajectory")
+    no_columns = schema_pb2.PrioritizedItem(key=6, table="uniform", priority=1.0)
+    await expect_status(
+        insert(channel, [pb.InsertStreamRequest(chunks=[chunk(1)], items=[no_columns])]),
+        grpc.StatusCode.INVALID_ARGUMENT, "Item 6 has an empty trajectory")
+
+
+async def test_items_in_an_unusual_encoding_are_accepted(channel, server) -> None:
+    # Fields of an item in reverse order and an unknown field: protobuf reads it the same,
+    # so must the server.
+    usual = item(21, "uniform", [1], priority=2.5).SerializeToString()
+    fields = []
+    pos = 0
+    for number, wire_type, value in _codec.message_fields(usual):
+        end = pos
+        tag, end = _codec.read_varint(usual, end)
+        if wire_type == 2:
+            size, end = _codec.read_varint(usual, end)
+            end += size
+        elif wire_type == 0:
+            _, end = _codec.read_varint(usual, end)
+        else:
+            end += 8 if wire_type == 1 else 4
+        fields.append(usual[pos:end])
+        pos = end
+    unusual = b"".join(reversed(fields)) + b"\xf8\x07\x01"  # + field 127 = 1
+    assert schema_pb2.PrioritizedItem.FromString(unusual).key == 21
+    request = pb.InsertStreamRequest(chunks=[chunk(1)]).SerializeToString()
+    request += _codec.length_delimited(b"\x12", unusual)
+    request += pb.InsertStreamRequest(items=[item(22, "uniform", [1])]).SerializeToString()
+    raw = channel.stream_stream(PATH + "InsertStream")()
+    await raw.write(request)
+    await raw.done_writing()
+    keys = []
+    async for response in raw:
+        keys.extend(pb.InsertStreamResponse.FromString(response).keys)
+    assert sorted(keys) == [21, 22]
+    samples = {s[0].item.key: s[0].item for s in await take_samples(channel, "uniform", 50)}
+    assert samples[21].priority == 2.5
 
 
 async def test_sample_timeout_is_deadline_exceeded(channel) -> None:
