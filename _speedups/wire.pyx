@@ -10,12 +10,10 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.float cimport PyFloat_AsDouble
 from cpython.long cimport PyLong_AsLongLong, PyLong_AsUnsignedLongLong
 from cpython.number cimport PyNumber_Index
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
-from _varint cimport put_varint, varint_size
-
-from reverb_py.errors import InvalidArgumentError
+from _varint cimport codec_field, codec_varint, put_varint, varint_size
 
 __all__ = [
     "encode_column",
@@ -197,26 +195,6 @@ def encode_column(slices, squeeze):
     return out
 
 
-cdef inline const unsigned char* _read_varint(
-    const unsigned char* pos, const unsigned char* end, uint64_t* out
-) except NULL:
-    cdef uint64_t result = 0
-    cdef int shift = 0
-    cdef unsigned char byte
-    while True:
-        if pos >= end:
-            raise InvalidArgumentError("Truncated message: a varint runs past the end.")
-        byte = pos[0]
-        pos += 1
-        result |= (<uint64_t>(byte & 0x7F)) << shift
-        if not byte & 0x80:
-            out[0] = result
-            return pos
-        shift += 7
-        if shift > 63:
-            raise InvalidArgumentError("Malformed message: a varint is too long.")
-
-
 def split_insert_request(data):
     """The parts of a serialised ``InsertStreamRequest``, without decoding them.
 
@@ -229,45 +207,27 @@ def split_insert_request(data):
       InvalidArgumentError: the bytes are not a well-formed message.
     """
     cdef bytes buffer = bytes(data)
-    cdef const unsigned char* start = <const unsigned char*>PyBytes_AS_STRING(buffer)
-    cdef const unsigned char* pos = start
-    cdef const unsigned char* end = start + PyBytes_GET_SIZE(buffer)
-    cdef const unsigned char* inner
-    cdef uint64_t tag, value, size
-    cdef uint64_t number
+    cdef const uint8_t* base = <const uint8_t*>PyBytes_AS_STRING(buffer)
+    cdef Py_ssize_t end = PyBytes_GET_SIZE(buffer)
+    cdef Py_ssize_t pos = 0, start = 0, inner
+    cdef uint64_t number, value
     cdef int wire_type
     cdef list chunks = []
     cdef list items = []
     cdef list keep = []
     while pos < end:
-        pos = _read_varint(pos, end, &tag)
-        number = tag >> 3
-        wire_type = tag & 7
-        if number == 0:
-            raise InvalidArgumentError("Malformed message: field number 0.")
+        pos = codec_field(base, pos, end, &number, &wire_type, &value, &start)
         if wire_type == 0:
-            pos = _read_varint(pos, end, &value)
             if number == 3:
                 keep.append(value)
         elif wire_type == 2:
-            pos = _read_varint(pos, end, &size)
-            if size > <uint64_t>(end - pos):
-                raise InvalidArgumentError("Truncated message: a field runs past the end.")
             if number == 1:
-                chunks.append(PyBytes_FromStringAndSize(<const char*>pos, <Py_ssize_t>size))
+                chunks.append(PyBytes_FromStringAndSize(<const char*>base + start, pos - start))
             elif number == 2:
-                items.append(PyBytes_FromStringAndSize(<const char*>pos, <Py_ssize_t>size))
+                items.append(PyBytes_FromStringAndSize(<const char*>base + start, pos - start))
             elif number == 3:
-                inner = pos
-                while inner < pos + size:
-                    inner = _read_varint(inner, pos + size, &value)
+                inner = start
+                while inner < pos:
+                    inner = codec_varint(base, inner, pos, &value)
                     keep.append(value)
-            pos += size
-        elif wire_type == 1 or wire_type == 5:
-            size = 8 if wire_type == 1 else 4
-            if size > <uint64_t>(end - pos):
-                raise InvalidArgumentError("Truncated message: a field runs past the end.")
-            pos += size
-        else:
-            raise InvalidArgumentError(f"Malformed message: wire type {wire_type}.")
     return chunks, items, keep

@@ -12,8 +12,6 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from reverb_py.errors import InvalidArgumentError
-
 __all__ = [
     "encode_column",
     "encode_item",
@@ -127,22 +125,6 @@ def encode_column(slices: Sequence[tuple[bytes, int, int]], squeeze: bool) -> by
     return length_delimited(b"\x0a", b"".join(parts))
 
 
-def _read_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise InvalidArgumentError("Truncated message: a varint runs past the end.")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result & _MASK, pos
-        shift += 7
-        if shift > 63:
-            raise InvalidArgumentError("Malformed message: a varint is too long.")
-
-
 def split_insert_request(data: bytes) -> tuple[list[bytes], list[bytes], list[int]]:
     """The parts of a serialised ``InsertStreamRequest``, without decoding them.
 
@@ -154,39 +136,23 @@ def split_insert_request(data: bytes) -> tuple[list[bytes], list[bytes], list[in
     Raises:
       InvalidArgumentError: the bytes are not a well-formed message.
     """
+    from reverb_py._codec import message_fields, read_varint  # _codec imports this module
+
     chunks: list[bytes] = []
     items: list[bytes] = []
     keep: list[int] = []
-    data = bytes(data)
-    pos = 0
-    end = len(data)
-    while pos < end:
-        tag, pos = _read_varint(data, pos, end)
-        number, wire_type = tag >> 3, tag & 7
-        if number == 0:
-            raise InvalidArgumentError("Malformed message: field number 0.")
+    for number, wire_type, value in message_fields(bytes(data)):
         if wire_type == 0:
-            value, pos = _read_varint(data, pos, end)
             if number == 3:
                 keep.append(value)
         elif wire_type == 2:
-            size, pos = _read_varint(data, pos, end)
-            if pos + size > end:
-                raise InvalidArgumentError("Truncated message: a field runs past the end.")
             if number == 1:
-                chunks.append(data[pos : pos + size])
+                chunks.append(bytes(value))
             elif number == 2:
-                items.append(data[pos : pos + size])
+                items.append(bytes(value))
             elif number == 3:
-                inner = pos
-                while inner < pos + size:
-                    value, inner = _read_varint(data, inner, pos + size)
-                    keep.append(value)
-            pos += size
-        elif wire_type in (1, 5):
-            pos += 8 if wire_type == 1 else 4
-            if pos > end:
-                raise InvalidArgumentError("Truncated message: a field runs past the end.")
-        else:
-            raise InvalidArgumentError(f"Malformed message: wire type {wire_type}.")
+                pos = 0
+                while pos < len(value):
+                    key, pos = read_varint(value, pos)
+                    keep.append(key)
     return chunks, items, keep
