@@ -25,7 +25,7 @@ from libcpp.string cimport string
 from libcpp.unordered_set cimport unordered_set
 from libcpp.vector cimport vector
 
-from _varint cimport codec_field, codec_varint, put_varint
+from _varint cimport put_varint
 
 from operator import index as _index
 
@@ -230,6 +230,53 @@ def encode_items(items, bytes table_field) -> bytes:
 # ---------------------------------------------------------------------------- reading
 
 
+cdef inline Py_ssize_t _codec_varint(const uint8_t* data, Py_ssize_t pos, Py_ssize_t end,
+                                     uint64_t* out) except -1:
+    """``reverb_py._codec.read_varint``: the same values, errors and messages."""
+    cdef uint64_t result = 0
+    cdef int shift = 0
+    cdef uint8_t byte
+    while True:
+        if pos >= end:
+            raise InvalidArgumentError("Truncated message: a varint runs past the end.")
+        byte = data[pos]
+        pos += 1
+        result |= (<uint64_t>(byte & 0x7F)) << shift
+        if not byte & 0x80:
+            out[0] = result
+            return pos
+        shift += 7
+        if shift > 63:
+            raise InvalidArgumentError("Malformed message: a varint is too long.")
+
+
+cdef inline Py_ssize_t _codec_field(const uint8_t* data, Py_ssize_t pos, Py_ssize_t end,
+                                    uint64_t* number, int* wire_type, uint64_t* value,
+                                    Py_ssize_t* start) except -1:
+    """One step of ``reverb_py._codec.message_fields``: the field at ``pos``; for a
+    length-delimited one ``start`` and ``value`` give its bytes (from, size)."""
+    cdef uint64_t tag
+    pos = _codec_varint(data, pos, end, &tag)
+    number[0] = tag >> 3
+    wire_type[0] = tag & 7
+    if number[0] == 0:
+        raise InvalidArgumentError("Malformed message: field number 0.")
+    if wire_type[0] == 0:
+        return _codec_varint(data, pos, end, value)
+    if wire_type[0] == 2:
+        pos = _codec_varint(data, pos, end, value)
+        if value[0] > <uint64_t>(end - pos):
+            raise InvalidArgumentError("Truncated message: a field runs past the end.")
+        start[0] = pos
+        return pos + <Py_ssize_t>value[0]
+    if wire_type[0] == 1 or wire_type[0] == 5:
+        pos += 8 if wire_type[0] == 1 else 4
+        if pos > end:
+            raise InvalidArgumentError("Truncated message: a field runs past the end.")
+        return pos
+    raise InvalidArgumentError(f"Malformed message: wire type {wire_type[0]}.")
+
+
 def chunk_key_and_episode(data) -> tuple:
     """``ChunkData.chunk_key`` and ``sequence_range.episode_id`` of a serialised chunk,
     read without decoding (or copying) its tensors; reading stops once both were seen.
@@ -252,7 +299,7 @@ def chunk_key_and_episode(data) -> tuple:
         end = view.shape[0]
         base = &view[0] if end else <const uint8_t*>b""
     while pos < end:
-        pos = codec_field(base, pos, end, &number, &wire_type, &value, &start)
+        pos = _codec_field(base, pos, end, &number, &wire_type, &value, &start)
         if number == 1 and wire_type == 0:
             key = value
             seen |= 1
@@ -260,7 +307,7 @@ def chunk_key_and_episode(data) -> tuple:
             sub_pos = start
             sub_end = start + <Py_ssize_t>value
             while sub_pos < sub_end:
-                sub_pos = codec_field(base, sub_pos, sub_end, &sub_number, &sub_type,
+                sub_pos = _codec_field(base, sub_pos, sub_end, &sub_number, &sub_type,
                                        &sub_value, &sub_start)
                 if sub_number == 1 and sub_type == 0:
                     episode_id = sub_value

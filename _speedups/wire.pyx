@@ -10,10 +10,10 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.float cimport PyFloat_AsDouble
 from cpython.long cimport PyLong_AsLongLong, PyLong_AsUnsignedLongLong
 from cpython.number cimport PyNumber_Index
-from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy
 
-from _varint cimport codec_field, codec_varint, put_varint, varint_size
+from _varint cimport put_varint, varint_size
 
 __all__ = [
     "encode_column",
@@ -21,7 +21,6 @@ __all__ = [
     "encode_varint",
     "encode_varints",
     "length_delimited",
-    "split_insert_request",
 ]
 
 
@@ -193,41 +192,3 @@ def encode_column(slices, squeeze):
         pos[0] = 0x10
         pos[1] = 0x01
     return out
-
-
-def split_insert_request(data):
-    """The parts of a serialised ``InsertStreamRequest``, without decoding them.
-
-    Returns:
-      The serialised ``ChunkData`` of field 1 and ``PrioritizedItem`` of field 2, in
-      order, and the ``keep_chunk_keys`` of field 3 (packed or not). Other fields are
-      skipped, as protobuf does.
-
-    Raises:
-      InvalidArgumentError: the bytes are not a well-formed message.
-    """
-    cdef bytes buffer = bytes(data)
-    cdef const uint8_t* base = <const uint8_t*>PyBytes_AS_STRING(buffer)
-    cdef Py_ssize_t end = PyBytes_GET_SIZE(buffer)
-    cdef Py_ssize_t pos = 0, start = 0, inner
-    cdef uint64_t number, value
-    cdef int wire_type
-    cdef list chunks = []
-    cdef list items = []
-    cdef list keep = []
-    while pos < end:
-        pos = codec_field(base, pos, end, &number, &wire_type, &value, &start)
-        if wire_type == 0:
-            if number == 3:
-                keep.append(value)
-        elif wire_type == 2:
-            if number == 1:
-                chunks.append(PyBytes_FromStringAndSize(<const char*>base + start, pos - start))
-            elif number == 2:
-                items.append(PyBytes_FromStringAndSize(<const char*>base + start, pos - start))
-            elif number == 3:
-                inner = start
-                while inner < pos:
-                    inner = codec_varint(base, inner, pos, &value)
-                    keep.append(value)
-    return chunks, items, keep

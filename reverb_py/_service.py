@@ -71,25 +71,35 @@ def parse_chunk(data: bytes) -> Chunk:
     return Chunk(key, episode_id, data)
 
 
+class _InsertRequest:
+    __slots__ = ("chunks", "items", "keep_chunk_keys")
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.items: list[bytes] = []
+        self.keep_chunk_keys: list[int] = []
+
+
+def parse_insert_request(data: bytes) -> _InsertRequest:
+    """Splits an ``InsertStreamRequest`` without decoding its chunks."""
+    request = _InsertRequest()
+    for field, wire_type, value in _codec.message_fields(data):
+        if field == 1 and wire_type == 2:
+            request.chunks.append(bytes(value))
+        elif field == 2 and wire_type == 2:
+            request.items.append(bytes(value))
+        elif field == 3:
+            if wire_type == 0:
+                request.keep_chunk_keys.append(value)
+            elif wire_type == 2:
+                pos = 0
+                while pos < len(value):
+                    key, pos = _codec.read_varint(value, pos)
+                    request.keep_chunk_keys.append(key)
+    return request
+
+
 _END_OF_SEQUENCE = b"\x18\x01"  # field 3, varint, true
-
-
-def _empty_trajectory(key: int) -> errors.InvalidArgumentError:
-    return errors.InvalidArgumentError(
-        f"Item {key} has an empty trajectory: it needs at least one column whose first "
-        "column has at least one slice."
-    )
-
-
-def _first_column_has_slices(trajectory: bytes) -> bool:
-    """Whether a serialised ``FlatTrajectory``, as protobuf writes it (fields in order),
-    has a first column and that column a first ``chunk_slices`` entry."""
-    if len(trajectory) < 3 or trajectory[0] != 0x0A:
-        return False
-    pos = 1
-    while trajectory[pos] & 0x80:  # the column's length
-        pos += 1
-    return trajectory[pos] != 0 and trajectory[pos + 1] == 0x0A
 
 
 def _identity(data: bytes) -> bytes:
@@ -330,10 +340,6 @@ class _InsertStream:
         self._servicer = servicer
         self._context = context
         self._chunks: dict[int, Chunk] = {}
-        # Episode id of every chunk in _chunks (the item decoder takes them from here).
-        self._episodes: dict[int, int] = {}
-        # Table name -> items of the current request decoded for it (emptied after use).
-        self._decoded: dict[str, list[Item]] = {name: [] for name in servicer._tables}
         self._confirmed: list[int] = []
         self._wakeup = asyncio.Event()
         self._pending: set[asyncio.Future[None]] = set()
@@ -342,7 +348,6 @@ class _InsertStream:
 
     def release(self) -> None:
         self._chunks.clear()
-        self._episodes.clear()
         for future in self._pending:
             future.cancel()
         self._pending.clear()
@@ -352,7 +357,7 @@ class _InsertStream:
         failure: errors.ReverbError | None = None
         try:
             async for raw in request_iterator:
-                self._handle(raw)
+                self._handle(parse_insert_request(raw))
                 self._wakeup.set()
                 await self._respect_back_pressure()
                 if self._error is not None:
@@ -374,60 +379,35 @@ class _InsertStream:
         if failure is not None:
             await self._context.abort(status_for_error(failure), str(failure))
 
-    def _handle(self, raw: bytes) -> None:
-        chunk_data, item_data, keep_chunk_keys = _impl.wire.split_insert_request(raw)
-        if not chunk_data and not item_data:
+    def _handle(self, request: _InsertRequest) -> None:
+        if not request.chunks and not request.items:
             raise errors.InvalidArgumentError(
                 "An insert stream request must hold chunks or items."
             )
-        chunks = self._chunks
-        episodes = self._episodes
-        for data in chunk_data:
+        for data in request.chunks:
             chunk = parse_chunk(data)
-            if chunk.key not in chunks:
-                chunks[chunk.key] = chunk
-                episodes[chunk.key] = chunk.episode_id
-        decode_items = _impl.checkpoint_records.decode_items
-        decoded = self._decoded
-        index = 0
-        count = len(item_data)
-        while index < count:
-            # The items in the usual layout are decoded straight from their bytes, by
-            # table; decoding stops at one it cannot take as it is, which goes through
-            # protobuf (and raises the errors a bad item deserves).
-            stop = decode_items(item_data, index, chunks, episodes, decoded, Item)
-            if stop > index:
-                for name, items in decoded.items():
-                    if items:
-                        table = self._servicer._tables[name]
-                        try:
-                            for item in items:
-                                if not _first_column_has_slices(item.trajectory):
-                                    raise _empty_trajectory(item.key)
-                                self._insert_item(table, item)
-                        finally:
-                            items.clear()
-            if stop < count:
-                self._insert(schema_pb2.PrioritizedItem.FromString(item_data[stop]))
-                stop += 1
-            index = stop
-        if item_data:
-            keep = set(keep_chunk_keys)
-            for key in [key for key in chunks if key not in keep]:
-                del chunks[key]
-                del episodes[key]
+            self._chunks.setdefault(chunk.key, chunk)
+        for data in request.items:
+            self._insert(schema_pb2.PrioritizedItem.FromString(data))
+        if request.items:
+            keep = set(request.keep_chunk_keys)
+            for key in [key for key in self._chunks if key not in keep]:
+                del self._chunks[key]
             # As Reverb: a key listed twice counts twice, so it is refused too.
-            if len(chunks) < len(keep_chunk_keys):
+            if len(self._chunks) < len(request.keep_chunk_keys):
                 raise errors.FailedPreconditionError(
                     "Kept fewer chunks than the client asked to keep: "
-                    f"{sorted(keep - set(chunks))[:10]} were never sent."
+                    f"{sorted(keep - set(self._chunks))[:10]} were never sent."
                 )
 
     def _insert(self, message: Any) -> None:
         table = self._servicer._table(message.table)
         columns = message.flat_trajectory.columns
         if not columns or not columns[0].chunk_slices:
-            raise _empty_trajectory(message.key)
+            raise errors.InvalidArgumentError(
+                f"Item {message.key} has an empty trajectory: it needs at least one column "
+                "whose first column has at least one slice."
+            )
         chunks: list[Chunk] = []
         seen: set[int] = set()
         for column in columns:
@@ -450,9 +430,6 @@ class _InsertStream:
             episode_ids=tuple(chunk.episode_id for chunk in chunks),
             times_sampled=message.times_sampled,
         )
-        self._insert_item(table, item)
-
-    def _insert_item(self, table: Table, item: Item) -> None:
         future = table.insert_or_enqueue(item)
         if future is None:
             self._confirmed.append(item.key)

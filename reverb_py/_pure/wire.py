@@ -18,7 +18,6 @@ __all__ = [
     "encode_varint",
     "encode_varints",
     "length_delimited",
-    "split_insert_request",
 ]
 
 _MASK: Final = (1 << 64) - 1
@@ -123,36 +122,3 @@ def encode_column(slices: Sequence[tuple[bytes, int, int]], squeeze: bool) -> by
     if squeeze:
         parts.append(b"\x10\x01")
     return length_delimited(b"\x0a", b"".join(parts))
-
-
-def split_insert_request(data: bytes) -> tuple[list[bytes], list[bytes], list[int]]:
-    """The parts of a serialised ``InsertStreamRequest``, without decoding them.
-
-    Returns:
-      The serialised ``ChunkData`` of field 1 and ``PrioritizedItem`` of field 2, in
-      order, and the ``keep_chunk_keys`` of field 3 (packed or not). Other fields are
-      skipped, as protobuf does.
-
-    Raises:
-      InvalidArgumentError: the bytes are not a well-formed message.
-    """
-    from reverb_py._codec import message_fields, read_varint  # _codec imports this module
-
-    chunks: list[bytes] = []
-    items: list[bytes] = []
-    keep: list[int] = []
-    for number, wire_type, value in message_fields(bytes(data)):
-        if wire_type == 0:
-            if number == 3:
-                keep.append(value)
-        elif wire_type == 2:
-            if number == 1:
-                chunks.append(bytes(value))
-            elif number == 2:
-                items.append(bytes(value))
-            elif number == 3:
-                pos = 0
-                while pos < len(value):
-                    key, pos = read_varint(value, pos)
-                    keep.append(key)
-    return chunks, items, keep

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from reverb_py._proto import reverb_service_pb2, schema_pb2
-from reverb_py.errors import InvalidArgumentError
+from reverb_py._proto import schema_pb2
 from reverb_py._pure import wire as pure
 from tests.helpers import compiled_module
 
@@ -56,8 +55,7 @@ def protobuf_varint(value: int) -> bytes:
 
 def test_api_is_the_same() -> None:
     compiled_names = {
-        "encode_column", "encode_item", "encode_varint", "encode_varints", "length_delimited",
-        "split_insert_request",
+        "encode_column", "encode_item", "encode_varint", "encode_varints", "length_delimited"
     }
     assert set(pure.__all__) == compiled_names
 
@@ -209,76 +207,3 @@ def test_twins_agree_on_random_calls(seed: int) -> None:
         ]
         squeeze = rng.random() < 0.5
         assert compiled.encode_column(slices, squeeze) == pure.encode_column(slices, squeeze)
-
-
-def random_insert_request(rng: random.Random) -> reverb_service_pb2.InsertStreamRequest:
-    request = reverb_service_pb2.InsertStreamRequest()
-    for _ in range(rng.randint(0, 3)):
-        request.chunks.add(chunk_key=rng.getrandbits(64), data_uncompressed_size=rng.randint(0, 99))
-    for _ in range(rng.randint(0, 3)):
-        entry = request.items.add(key=rng.getrandbits(64), table="t", priority=rng.random())
-        entry.flat_trajectory.columns.add().chunk_slices.add(chunk_key=rng.getrandbits(64))
-    request.keep_chunk_keys.extend(rng.getrandbits(rng.randint(1, 64)) for _ in range(rng.randint(0, 5)))
-    return request
-
-
-@pytest.mark.parametrize("seed", [11, 12])
-def test_split_insert_request_matches_protobuf(wire: Any, seed: int) -> None:
-    rng = random.Random(seed)
-    for _ in range(300):
-        request = random_insert_request(rng)
-        data = request.SerializeToString()
-        chunks, items, keep = wire.split_insert_request(data)
-        assert chunks == [c.SerializeToString() for c in request.chunks]
-        assert items == [i.SerializeToString() for i in request.items]
-        assert keep == list(request.keep_chunk_keys)
-        # Unpacked keep keys, unknown fields of every wire type, any field order.
-        unpacked = b"".join(b"\x18" + pure.encode_varint(k) for k in request.keep_chunk_keys)
-        extra = b"\x20\x05" + b"\x29" + b"\x00" * 8 + b"\x35" + b"\x00" * 4 + b"\x22\x01z"
-        body = b"".join(pure.length_delimited(b"\x12", i) for i in items)
-        body += b"".join(pure.length_delimited(b"\x0a", c) for c in chunks)
-        assert wire.split_insert_request(extra + body + unpacked) == (chunks, items, keep)
-        assert wire.split_insert_request(memoryview(data)) == (chunks, items, keep)
-    assert wire.split_insert_request(b"") == ([], [], [])
-
-
-BAD_REQUESTS = [
-    (b"\x0a", "Truncated message: a varint runs past the end."),
-    (b"\x0a\x05ab", "Truncated message: a field runs past the end."),
-    (b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", "Malformed message: a varint is too long."),
-    (b"\x00\x01", "Malformed message: field number 0."),
-    (b"\x0b", "Malformed message: wire type 3."),
-    (b"\x0f\x00", "Malformed message: wire type 7."),
-    (b"\x29\x00\x00", "Truncated message: a field runs past the end."),
-    (b"\x1a\x02\x80\x80", "Truncated message: a varint runs past the end."),
-    (b"\x18", "Truncated message: a varint runs past the end."),
-]
-
-
-@pytest.mark.parametrize(("data", "message"), BAD_REQUESTS)
-def test_split_insert_request_refuses_malformed_bytes(wire: Any, data: bytes, message: str) -> None:
-    with pytest.raises(InvalidArgumentError) as raised:
-        wire.split_insert_request(data)
-    assert str(raised.value) == message
-    with pytest.raises(Exception):  # noqa: B017 - protobuf refuses it too
-        reverb_service_pb2.InsertStreamRequest.FromString(data)
-
-
-@pytest.mark.parametrize("seed", [13, 14])
-def test_twins_split_corrupted_requests_alike(seed: int) -> None:
-    compiled = compiled_module("wire")
-    rng = random.Random(seed)
-    for _ in range(3000):
-        data = bytearray(random_insert_request(rng).SerializeToString())
-        for _ in range(rng.randint(1, 3)):
-            if data and rng.random() < 0.5:
-                data[rng.randrange(len(data))] = rng.getrandbits(8)
-            elif data:
-                del data[rng.randrange(len(data)):]
-        outcomes = []
-        for twin in (pure, compiled):
-            try:
-                outcomes.append(("ok", twin.split_insert_request(bytes(data))))
-            except InvalidArgumentError as error:
-                outcomes.append(("error", str(error)))
-        assert outcomes[0] == outcomes[1], bytes(data)
