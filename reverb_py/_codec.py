@@ -72,7 +72,6 @@ _MAX_VARINT32_BYTES: Final = 5
 _MAX_BYTES: Final = np.iinfo(np.int64).max
 _SNAPPY = cramjam.snappy
 # Element counts from which numpy beats a Python loop for the varint headers.
-_VECTORIZE_ENCODE_FROM: Final = 1024
 _VECTORIZE_DECODE_FROM: Final = 128
 
 # --------------------------------------------------------------------------------------
@@ -151,7 +150,7 @@ def _as_bytes(item: object) -> bytes:
 
 
 def _encode_varints(lengths: list[int]) -> bytes:
-    """Encodes non-negative integers < 2**32 as consecutive varints."""
+    """Encodes non-negative integers < 2**32 (string lengths) as consecutive varints."""
     if not lengths:
         return b""
     largest = max(lengths)
@@ -161,29 +160,7 @@ def _encode_varints(lengths: list[int]) -> bytes:
         raise InvalidArgumentError(
             f"A string element of {largest} bytes does not fit TensorFlow's varint32 length."
         )
-    if len(lengths) < _VECTORIZE_ENCODE_FROM:
-        out_list = bytearray()
-        append = out_list.append
-        for length in lengths:
-            while length >= 0x80:
-                append((length & 0x7F) | 0x80)
-                length >>= 7
-            append(length)
-        return bytes(out_list)
-    values = np.asarray(lengths, dtype=np.uint64)
-    widths = np.ones(values.shape, dtype=np.int64)
-    for bits in (7, 14, 21, 28):
-        widths += values >= (1 << bits)
-    starts = np.cumsum(widths) - widths
-    out = np.empty(int(widths.sum()), dtype=np.uint8)
-    for k in range(_MAX_VARINT32_BYTES):
-        selected = widths > k
-        if not selected.any():
-            break
-        group = (values[selected] >> np.uint64(7 * k)) & np.uint64(0x7F)
-        more = (widths[selected] > k + 1).astype(np.uint64) << np.uint64(7)
-        out[starts[selected] + k] = (group | more).astype(np.uint8)
-    return out.tobytes()
+    return encode_varints(lengths)
 
 
 def _encode_string_list(array: Array) -> tuple[bytes, int, int]:
