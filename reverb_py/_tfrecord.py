@@ -57,7 +57,10 @@ __all__ = [
 
 _logger = logging.getLogger("reverb_py")
 
-if getattr(google_crc32c, "implementation", "c") != "c":  # pragma: no cover - env-dependent
+if (  # pragma: no cover - env-dependent
+    _impl.IMPLEMENTATION == "python" and getattr(google_crc32c, "implementation", "c") != "c"
+):
+    # The pure twin of checkpoint_records takes its CRC32C from google-crc32c.
     _logger.warning(
         "google-crc32c has no C extension here: checkpoint checksums use its slow "
         "pure-Python fallback."
@@ -66,7 +69,6 @@ if getattr(google_crc32c, "implementation", "c") != "c":  # pragma: no cover - e
 COMPRESSION_NONE = ""
 COMPRESSION_ZLIB = "ZLIB"
 
-_MASK_DELTA = 0xA282EAD8
 _HEADER = struct.Struct("<QI")
 _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
@@ -108,7 +110,6 @@ _READ_PIECE = 16 * 1024 * 1024
 # records in one call.
 _READ_BLOCK = 1024 * 1024
 
-_crc32c_value = google_crc32c.value
 
 
 class CorruptRecordError(errors.ReverbError, ValueError):
@@ -123,10 +124,8 @@ class CorruptRecordError(errors.ReverbError, ValueError):
         self.path = path
 
 
-def masked_crc32c(data: bytes) -> int:
-    """TFRecord's masked CRC32C of ``data``."""
-    crc: int = _crc32c_value(data)
-    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
+masked_crc32c = _impl.checkpoint_records.masked_crc32c
+"""TFRecord's masked CRC32C of ``data`` (the selected ``checkpoint_records`` twin's)."""
 
 
 def _header(length: int) -> bytes:
