@@ -38,10 +38,8 @@ from __future__ import annotations
 
 import abc
 import calendar
-import contextlib
 import datetime
 import errno
-import gc
 import logging
 import os
 import re
@@ -55,7 +53,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from reverb_py import _codec, _impl, _tfrecord, errors
+from reverb_py import _codec, _gc, _impl, _tfrecord, errors
 from reverb_py._proto import checkpoint_pb2, schema_pb2
 from reverb_py.table import Item, TableSnapshot
 
@@ -622,30 +620,11 @@ class DefaultCheckpointer(CheckpointerBase):
           CheckpointCorruptedError: a file is missing, damaged or inconsistent, or the
             checkpoint is in a format this version cannot read.
         """
-        with _gc_paused():
+        with _gc.paused():
             return _load_checkpoint(os.path.abspath(os.fspath(path)), chunk_factory, progress)
 
 
 # ---------------------------------------------------------------------------- loading
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pauses the cyclic garbage collector (when it is enabled) for a bulk load.
-
-    PERF(gc-pause): a load makes a few container objects per item, and the collector's
-    passes would rescan the growing set of items again and again (two thirds of the
-    item decoding time for 100,000 small items). A load makes no cyclic garbage; the
-    collector runs as usual afterwards.
-    """
-    enabled = gc.isenabled()
-    if enabled:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class _ChunkInfo:

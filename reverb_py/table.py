@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import gc
 import operator
 import random
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from reverb_py import _impl, errors, item_selectors, rate_limiters
+from reverb_py import _gc, _impl, errors, item_selectors, rate_limiters
 from reverb_py._proto import checkpoint_pb2, schema_pb2
 from reverb_py.reverb_types import SpecNest, TableInfo
 
@@ -874,12 +873,7 @@ class Table:
         rl.delete_count = limiter.deletes
         if self._signature_proto is not None:
             checkpoint.signature.CopyFrom(self._signature_proto)
-        # PERF(gc-pause): the copies are new container objects; the cyclic collector's
-        # passes over the growing list would take most of the time (4/5 for 100,000
-        # items). The copies make no cyclic garbage.
-        gc_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with _gc.paused():
             items = [
                 Item(
                     item.key,
@@ -892,9 +886,6 @@ class Table:
                 )
                 for item in self._items.values()
             ]
-        finally:
-            if gc_enabled:
-                gc.enable()
         items.sort(key=operator.attrgetter("inserted_at"))
         return TableSnapshot(checkpoint, items)
 
