@@ -494,6 +494,25 @@ def test_unconfirmed_items_count_towards_the_flush_bound() -> None:
     assert writer.num_pending_items() == 0
 
 
+def flush_in_thread(
+    writer: InternalTrajectoryWriter, block_until: int, timeout_ms: int | None = -1
+) -> tuple[threading.Thread, list[BaseException | None]]:
+    """Starts ``writer.Flush(...)`` in a daemon thread; the list gets its outcome (None
+    or the error) when it returns."""
+    outcome: list[BaseException | None] = []
+
+    def flush() -> None:
+        try:
+            writer.Flush(block_until, timeout_ms)
+            outcome.append(None)
+        except BaseException as error:  # noqa: BLE001
+            outcome.append(error)
+
+    thread = threading.Thread(target=flush, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
 def test_new_items_wait_while_more_are_in_flight() -> None:
     writer, fake = make_writer(constant(1, 8), transport=FakeTransport(auto_confirm=False))
 
@@ -528,17 +547,7 @@ def test_a_flush_releases_held_items_as_confirmations_arrive() -> None:
         (ref,) = refs_of(writer, [priority])
         writer.CreateItem("t", priority, [[ref]], [True])
     assert len(fake.requests) == 2  # the third item waits behind two in flight
-    outcome: list[BaseException | None] = []
-
-    def flush() -> None:
-        try:
-            writer.Flush(0)
-            outcome.append(None)
-        except BaseException as error:  # noqa: BLE001
-            outcome.append(error)
-
-    thread = threading.Thread(target=flush)
-    thread.start()
+    thread, outcome = flush_in_thread(writer, 0)
     assert fake.waiting.wait(10)
     fake.confirm_all()  # releases the third item, which is sent ...
     assert len(fake.requests) == 3 and outcome == []
@@ -569,17 +578,7 @@ def test_flush_without_positive_timeout_waits_forever(timeout_ms: int | None) ->
     writer, fake = make_writer(transport=FakeTransport(auto_confirm=False))
     (ref,) = refs_of(writer, [1.0])
     writer.CreateItem("t", 1.0, [[ref]], [True])
-    outcome: list[BaseException | None] = []
-
-    def flush() -> None:
-        try:
-            writer.Flush(0, timeout_ms)
-            outcome.append(None)
-        except BaseException as error:  # noqa: BLE001
-            outcome.append(error)
-
-    thread = threading.Thread(target=flush)
-    thread.start()
+    thread, outcome = flush_in_thread(writer, 0, timeout_ms)
     assert fake.waiting.wait(10)
     assert outcome == []
     fake.confirm_all()
@@ -692,16 +691,7 @@ def test_close_wakes_a_blocked_flush() -> None:
     writer, fake = make_writer(transport=FakeTransport(auto_confirm=False))
     (ref,) = refs_of(writer, [1.0])
     writer.CreateItem("t", 1.0, [[ref]], [True])
-    outcome: list[BaseException] = []
-
-    def flush() -> None:
-        try:
-            writer.Flush()
-        except BaseException as error:  # noqa: BLE001
-            outcome.append(error)
-
-    thread = threading.Thread(target=flush)
-    thread.start()
+    thread, outcome = flush_in_thread(writer, 0)
     assert fake.waiting.wait(10)
     writer.Close()
     thread.join(10)
@@ -712,16 +702,7 @@ def test_stream_failure_is_raised_by_every_later_call() -> None:
     writer, fake = make_writer(transport=FakeTransport(auto_confirm=False))
     (ref,) = refs_of(writer, [1.0])
     writer.CreateItem("t", 1.0, [[ref]], [True])
-    outcome: list[BaseException] = []
-
-    def flush() -> None:
-        try:
-            writer.Flush()
-        except BaseException as error:  # noqa: BLE001
-            outcome.append(error)
-
-    thread = threading.Thread(target=flush)
-    thread.start()
+    thread, outcome = flush_in_thread(writer, 0)
     assert fake.waiting.wait(10)
     fake.fail(errors.InvalidArgumentError("bad item"))
     thread.join(10)
