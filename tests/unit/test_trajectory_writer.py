@@ -77,6 +77,22 @@ def test_history_mirrors_the_appended_structure() -> None:
     assert len(history["act"][0]) == 1
 
 
+def test_history_of_a_flat_dict_follows_the_structure() -> None:
+    writer, _, _ = new_writer()
+    writer.append({"a": 1.0, "b": 2.0})
+    first = writer.history
+    assert set(first) == {"a", "b"} and first["a"]._path == ("a",)
+    first["a"] = None  # the caller's own dict: the next one is unaffected
+    assert isinstance(writer.history["a"], _ColumnHistory)
+    writer.append({"a": 3.0, "c": 4.0})  # a new leaf: still a flat dict
+    assert set(writer.history) == {"a", "b", "c"}
+    writer.append({"a": 5.0, "d": {"e": 6.0}})  # a nested leaf: no longer flat
+    history = writer.history
+    assert set(history) == {"a", "b", "c", "d"}
+    assert history["d"]["e"]._path == ("d", "e")
+    assert len(history["a"]) == 3
+
+
 def test_a_bare_leaf_has_a_history_too() -> None:
     writer, _, fake = new_writer()
     writer.append(np.arange(3))
