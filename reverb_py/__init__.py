@@ -22,6 +22,8 @@ from reverb_py.table import Table, TableExtensionBase
 from reverb_py.tensor_spec import BoundedTensorSpec, TensorSpec
 from reverb_py.trajectory_writer import TrajectoryColumn, TrajectoryWriter
 
+__version__ = "0.1.0"
+
 __all__ = [
     "IMPLEMENTATION",
     "BoundedTensorSpec",
@@ -44,4 +46,5 @@ __all__ = [
     "rate_limiters",
     "reverb_types",
     "selectors",
+    "__version__",
 ]
