@@ -10,6 +10,7 @@ the address and the tables::
     checkpoint_interval_seconds = 600    # also save periodically (optional)
     checkpoint_on_shutdown = true        # and once more on SIGINT/SIGTERM (optional)
     keep_checkpoints = 2                 # how many complete checkpoints to keep (default 1)
+    on_checkpoint_mismatch = "warn"      # or "refuse" (see below)
 
     [[tables]]
     name = "replay"
@@ -28,19 +29,35 @@ Selector kinds: ``uniform``, ``prioritized`` (``priority_exponent``), ``fifo``, 
 ``max_diff``). A bad config is refused with a message naming the field. With
 ``checkpoint_dir`` the newest complete checkpoint there is loaded at start (its tables
 must be configured), ``Client.checkpoint()`` writes there, and the interval and shutdown
-options add periodic and final checkpoints.
+options add periodic and final checkpoints. The directory is created if missing and must
+be writable: the daemon refuses to start otherwise. A failed periodic checkpoint is logged
+(ERROR) and the daemon keeps serving; a failed shutdown checkpoint makes it exit with
+status 1.
+
+A restored table takes its settings from the checkpoint, not from the config (as in
+Reverb). ``on_checkpoint_mismatch`` says what to do when they differ (``max_size``,
+``max_times_sampled``, sampler, remover, rate limiter, signature): ``"warn"`` (the
+default) logs a WARNING naming each setting with the configured and the checkpoint
+value and serves the checkpoint's; ``"refuse"`` makes the daemon exit with status 1 and a
+one-line message naming them.
+
+Exit status: 0 after SIGINT/SIGTERM, 1 when the server cannot start (port in use,
+unusable checkpoint directory, refused checkpoint) or the shutdown checkpoint failed,
+2 for a bad config. ``--version`` prints the version.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import reverb_py
 from reverb_py import _impl, rate_limiters, selectors
 from reverb_py.server import Server
 from reverb_py.table import Table
@@ -51,6 +68,7 @@ _logger = logging.getLogger("reverb_py")
 
 DEFAULT_HOST = "localhost"
 DEFAULT_PORT = 8000
+MISMATCH_POLICIES = ("warn", "refuse")
 
 
 class ConfigError(ValueError):
@@ -216,8 +234,16 @@ def load_config(path: str) -> dict[str, Any]:
         raise ConfigError(f"config {path} is not valid TOML: {error}") from None
     _check_keys(config, ["host", "port", "tables", "checkpoint_dir",
                          "checkpoint_interval_seconds", "checkpoint_on_shutdown",
-                         "keep_checkpoints"], "config")
+                         "keep_checkpoints", "on_checkpoint_mismatch"], "config")
     return config
+
+
+def port_from_config(config: Mapping[str, Any]) -> int:
+    """The config's ``port`` (default 8000), checked to be in 0..65535."""
+    port: int = _field(config, "port", "config", int, DEFAULT_PORT)
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"config.port: must be in 0..65535, got {port}")
+    return port
 
 
 class CheckpointSettings:
@@ -235,6 +261,12 @@ class CheckpointSettings:
         self.keep: int = _field(config, "keep_checkpoints", "config", int, 1)
         if self.keep < 1:
             raise ConfigError(f"config.keep_checkpoints: must be at least 1, got {self.keep}")
+        self.on_mismatch: str = _field(config, "on_checkpoint_mismatch", "config", str, "warn")
+        if self.on_mismatch not in MISMATCH_POLICIES:
+            raise ConfigError(
+                f"config.on_checkpoint_mismatch: must be \"warn\" or \"refuse\", got "
+                f"{self.on_mismatch!r}"
+            )
         if self.directory is None and (self.interval is not None or self.on_shutdown):
             raise ConfigError(
                 "config.checkpoint_dir: needed by checkpoint_interval_seconds and "
@@ -249,13 +281,47 @@ class CheckpointSettings:
         return DefaultCheckpointer(self.directory, keep=self.keep)
 
 
-def _checkpoint(server: Server, reason: str) -> None:
+def check_checkpoint_dir(path: str) -> None:
+    """Creates the checkpoint directory if missing and checks that files can be written
+    there (by creating and removing a probe file).
+
+    Raises:
+      OSError: with a message naming the directory and the reason.
+    """
+    where = f"checkpoint_dir {path!r}"
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise OSError(f"{where} is not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise OSError(f"{where} cannot be created: {error.strerror or error}") from None
+    probe = os.path.join(path, f".reverb_py-probe-{os.getpid()}")
+    try:
+        with open(probe, "wb") as file:
+            file.write(b"probe")
+            file.flush()
+            os.fsync(file.fileno())
+        os.remove(probe)
+    except OSError as error:
+        raise OSError(
+            f"{where} is not writable (a probe file cannot be created and removed there): "
+            f"{error.strerror or error}"
+        ) from None
+
+
+def _checkpoint(server: Server, reason: str) -> bool:
+    """Writes a checkpoint; logs and returns whether it was written."""
     try:
         path = server.checkpoint()
     except Exception as error:  # noqa: BLE001 - keep serving; the log says why.
         _logger.error("%s checkpoint failed: %s", reason, error)
-    else:
-        _logger.info("%s checkpoint written to %s", reason, path)
+        return False
+    _logger.info("%s checkpoint written to %s", reason, path)
+    return True
+
+
+def _one_line(error: BaseException) -> str:
+    return "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -266,22 +332,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", help="TOML config file (see the module docs)")
     parser.add_argument("--host", help=f"interface to bind (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT})")
+    parser.add_argument(
+        "--version", action="version", version=f"reverb_py {reverb_py.__version__}"
+    )
     args = parser.parse_args(argv)
+    if args.port is not None and not 0 <= args.port <= 65535:
+        parser.error(f"--port: must be in 0..65535, got {args.port}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         config = load_config(args.config) if args.config else {}
         host = args.host or _field(config, "host", "config", str, DEFAULT_HOST)
-        port = args.port if args.port is not None else _field(
-            config, "port", "config", int, DEFAULT_PORT)
+        config_port = port_from_config(config)
+        port = args.port if args.port is not None else config_port
         tables = tables_from_config(config)
         checkpoints = CheckpointSettings(config)
     except ConfigError as error:
         print(f"reverb_py.server: bad config: {error}", file=sys.stderr)
         return 2
     try:
-        server = Server(tables, port=port, host=host, checkpointer=checkpoints.checkpointer())
+        if checkpoints.directory is not None:
+            check_checkpoint_dir(checkpoints.directory)
+        server = Server(
+            tables, port=port, host=host, checkpointer=checkpoints.checkpointer(),
+            on_checkpoint_mismatch=checkpoints.on_mismatch,
+        )
     except (ValueError, OSError) as error:
-        print(f"reverb_py.server: {error}", file=sys.stderr)
+        print(f"reverb_py.server: {_one_line(error)}", file=sys.stderr)
         return 1
     stop = threading.Event()
 
@@ -296,8 +372,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _logger.info("table %r", table)
     while not stop.wait(checkpoints.interval):
         _checkpoint(server, "periodic")
-    if checkpoints.on_shutdown:
-        _checkpoint(server, "shutdown")
+    saved = _checkpoint(server, "shutdown") if checkpoints.on_shutdown else True
     server.stop(grace=1.0)
+    if not saved:
+        _logger.error("stopped; the shutdown checkpoint was not written (exit status 1)")
+        return 1
     _logger.info("stopped")
     return 0

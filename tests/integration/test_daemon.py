@@ -7,10 +7,12 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import grpc
 import pytest
 
+import reverb_py
 from reverb_py import _daemon
 from reverb_py._proto import reverb_service_pb2 as pb
 
@@ -24,9 +26,10 @@ def start(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def read_address(process: subprocess.Popen[str]) -> str:
+def read_address(process: subprocess.Popen[str], lines: list[str] | None = None) -> str:
+    """The address the daemon logs; the lines read up to it are added to ``lines``."""
     assert process.stdout is not None
-    lines = []
+    lines = [] if lines is None else lines
     for line in process.stdout:
         lines.append(line)
         match = re.search(r"serving on (\S+) \(implementation: (\w+)\)", line)
@@ -122,8 +125,6 @@ def test_daemon_checkpoints_on_shutdown_and_restores_at_start(tmp_path) -> None:
         '[[tables]]\nname = "replay"\nmax_size = 10\nsampler = {kind = "uniform"}\n'
         'remover = {kind = "fifo"}\nrate_limiter = {kind = "min_size", min_size_to_sample = 1}\n'
     )
-    import reverb_py
-
     process = start("--config", str(config))
     try:
         address = read_address(process)
@@ -166,3 +167,190 @@ def test_bad_checkpoint_options_name_the_field(tmp_path, text, field) -> None:
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 2, output
     assert field in output, output
+
+
+def run_to_exit(process: subprocess.Popen[str], timeout: float = 60) -> str:
+    """The whole output of a daemon that must exit by itself (not start serving)."""
+    assert process.stdout is not None
+    lines = []
+    deadline = time.monotonic() + timeout
+    for line in process.stdout:
+        lines.append(line)
+        if "serving on" in line:
+            raise AssertionError("the daemon started serving:\n" + "".join(lines))
+        if time.monotonic() > deadline:
+            raise AssertionError("the daemon did not exit:\n" + "".join(lines))
+    process.wait(timeout=timeout)
+    return "".join(lines)
+
+
+def stop(process: subprocess.Popen[str]) -> tuple[int, str]:
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=60)
+    return process.returncode, output
+
+
+def kill(process: subprocess.Popen[str]) -> None:
+    """Kills the daemon if it still runs, and closes its pipe."""
+    if process.poll() is None:
+        process.kill()
+    process.communicate(timeout=60)
+
+
+def table_toml(max_size: int, sampler: str) -> str:
+    return (
+        '[[tables]]\nname = "replay"\n'
+        f'max_size = {max_size}\nsampler = {sampler}\nremover = {{kind = "fifo"}}\n'
+        'rate_limiter = {kind = "min_size", min_size_to_sample = 1}\n'
+    )
+
+
+def write_checkpoint_with_daemon(tmp_path: pathlib.Path, checkpoints: pathlib.Path) -> None:
+    """A daemon with max_size 1,000,000 and Prioritized(0.8) checkpoints one item."""
+    config = tmp_path / "first.toml"
+    config.write_text(
+        f'port = 0\ncheckpoint_dir = "{checkpoints}"\n'
+        + table_toml(1_000_000, '{kind = "prioritized", priority_exponent = 0.8}')
+    )
+    process = start("--config", str(config))
+    try:
+        client = reverb_py.Client(read_address(process))
+        client.insert([1.0], priorities={"replay": 1.0})
+        client.checkpoint()
+        code, output = stop(process)
+        assert code == 0, output
+    finally:
+        kill(process)
+
+
+@pytest.mark.parametrize("policy", [None, "warn"])
+def test_checkpoint_settings_that_differ_from_the_config_are_logged(tmp_path, policy) -> None:
+    checkpoints = tmp_path / "ckpt"
+    write_checkpoint_with_daemon(tmp_path, checkpoints)
+    config = tmp_path / "second.toml"
+    option = f'on_checkpoint_mismatch = "{policy}"\n' if policy else ""
+    config.write_text(
+        f'port = 0\ncheckpoint_dir = "{checkpoints}"\n{option}'
+        + table_toml(1000, '{kind = "uniform"}')
+    )
+    process = start("--config", str(config))
+    start_up: list[str] = []
+    try:
+        address = read_address(process, start_up)
+        info = reverb_py.Client(address).server_info(timeout=30)
+        assert info["replay"].current_size == 1
+        assert info["replay"].max_size == 1_000_000  # The checkpoint's, as in Reverb.
+        code, output = stop(process)
+        output = "".join(start_up) + output
+        assert code == 0, output
+    finally:
+        kill(process)
+    warnings = [line for line in output.splitlines() if " WARNING " in line]
+    max_size = [line for line in warnings if "max_size" in line]
+    assert max_size and "1000000" in max_size[0] and "1000" in max_size[0], output
+    assert any("sampler" in line for line in warnings), output
+
+
+def test_checkpoint_settings_that_differ_from_the_config_can_be_refused(tmp_path) -> None:
+    checkpoints = tmp_path / "ckpt"
+    write_checkpoint_with_daemon(tmp_path, checkpoints)
+    config = tmp_path / "second.toml"
+    config.write_text(
+        f'port = 0\ncheckpoint_dir = "{checkpoints}"\non_checkpoint_mismatch = "refuse"\n'
+        + table_toml(1000, '{kind = "uniform"}')
+    )
+    process = start("--config", str(config))
+    try:
+        output = run_to_exit(process)
+    finally:
+        kill(process)
+    assert process.returncode == 1, output
+    assert "Traceback" not in output, output
+    [message] = [line for line in output.splitlines() if line.startswith("reverb_py.server:")]
+    assert "max_size" in message and "sampler" in message, output
+
+
+def test_bad_mismatch_policy_names_the_field(tmp_path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('on_checkpoint_mismatch = "ignore"\n')
+    process = start("--config", str(config))
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 2, output
+    assert "config.on_checkpoint_mismatch" in output and "ignore" in output, output
+
+
+@pytest.mark.parametrize("port", [-1, 65536, 100_000])
+def test_port_outside_the_range_names_the_field(tmp_path, port) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(f"port = {port}\n")
+    process = start("--config", str(config))
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 2, output
+    assert "config.port" in output and str(port) in output, output
+
+
+def test_version() -> None:
+    process = start("--version")
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, output
+    assert output.strip() == f"reverb_py {reverb_py.__version__}"
+
+
+def test_missing_checkpoint_dir_is_created_at_start(tmp_path) -> None:
+    checkpoints = tmp_path / "a" / "b" / "ckpt"
+    config = tmp_path / "server.toml"
+    config.write_text(f'port = 0\ncheckpoint_dir = "{checkpoints}"\n')
+    process = start("--config", str(config))
+    try:
+        read_address(process)
+        assert checkpoints.is_dir()
+        assert list(checkpoints.iterdir()) == []  # The probe file is gone.
+        code, output = stop(process)
+        assert code == 0, output
+    finally:
+        kill(process)
+
+
+@pytest.mark.parametrize(
+    "directory, reason",
+    [
+        # Cannot be created (its parent is a file), even by root.
+        ("{tmp}/file/ckpt", "cannot be created"),
+        # Exists, but no file can be created there, even by root.
+        ("/proc/self", "not writable"),
+        ("{tmp}/file", "not a directory"),
+    ],
+)
+def test_unusable_checkpoint_dir_is_refused_at_start(tmp_path, directory, reason) -> None:
+    (tmp_path / "file").write_text("")
+    directory = directory.format(tmp=tmp_path)
+    config = tmp_path / "server.toml"
+    config.write_text(f'port = 0\ncheckpoint_dir = "{directory}"\n')
+    process = start("--config", str(config))
+    try:
+        output = run_to_exit(process)
+    finally:
+        kill(process)
+    assert process.returncode == 1, output
+    assert "Traceback" not in output, output
+    assert f"checkpoint_dir {directory!r}" in output and reason in output, output
+
+
+def test_failed_shutdown_checkpoint_exits_non_zero(tmp_path) -> None:
+    checkpoints = tmp_path / "ckpt"
+    config = tmp_path / "server.toml"
+    config.write_text(
+        f'port = 0\ncheckpoint_dir = "{checkpoints}"\ncheckpoint_on_shutdown = true\n'
+        + table_toml(10, '{kind = "uniform"}')
+    )
+    process = start("--config", str(config))
+    try:
+        reverb_py.Client(read_address(process)).insert([1.0], priorities={"replay": 1.0})
+        checkpoints.rmdir()
+        checkpoints.write_text("not a directory any more")
+        code, output = stop(process)
+    finally:
+        kill(process)
+    assert code == 1, output
+    assert "shutdown checkpoint failed" in output, output
+    assert "shutdown checkpoint was not written" in output, output
