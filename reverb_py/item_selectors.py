@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from reverb_py import _impl
 from reverb_py._proto import schema_pb2
+from reverb_py.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -121,8 +122,8 @@ class Prioritized(ItemSelector):
     """Samples item ``i`` with probability ``p_i ** e / Σ_j p_j ** e``.
 
     Args:
-      priority_exponent: ``e``. 0 gives every non-zero priority the same weight, 1
-        samples proportionally to the priority. Like Reverb, any float is accepted.
+      priority_exponent: ``e``, a finite number ``>= 0``. 0 gives every non-zero
+        priority the same weight, 1 samples proportionally to the priority.
 
     A priority of exactly 0 weighs 0 whatever the exponent, so such an item is never
     sampled unless all items have priority 0 (then sampling is uniform). Negative, NaN
@@ -133,7 +134,12 @@ class Prioritized(ItemSelector):
     _USES_PRIORITY = True
 
     def __init__(self, priority_exponent: float) -> None:
-        self._priority_exponent = float(priority_exponent)
+        exponent = float(priority_exponent)
+        if not math.isfinite(exponent) or exponent < 0:
+            raise InvalidArgumentError(
+                f"priority_exponent must be a finite number >= 0, got {priority_exponent!r}"
+            )
+        self._priority_exponent = exponent
 
     @property
     def priority_exponent(self) -> float:
@@ -219,10 +225,8 @@ def selector_from_options(options: schema_pb2.KeyDistributionOptions | bytes) ->
     """Rebuilds a selector from its ``KeyDistributionOptions`` (message or serialised).
 
     Raises:
-      InvalidArgumentError: the message names no known distribution.
+      InvalidArgumentError: the message names no known distribution, or bad settings.
     """
-    from reverb_py.errors import InvalidArgumentError
-
     if isinstance(options, (bytes, bytearray, memoryview)):
         message = schema_pb2.KeyDistributionOptions()
         message.ParseFromString(bytes(options))
@@ -237,10 +241,7 @@ def selector_from_options(options: schema_pb2.KeyDistributionOptions | bytes) ->
     if which == "heap":
         return HeapSelector(options.heap.min_heap)
     if which == "prioritized":
-        exponent = options.prioritized.priority_exponent
-        if math.isnan(exponent):
-            raise InvalidArgumentError("Prioritized selector has a NaN priority exponent.")
-        return Prioritized(exponent)
+        return Prioritized(options.prioritized.priority_exponent)
     raise InvalidArgumentError(f"Unknown KeyDistributionOptions: {options!r}")
 
 

@@ -889,6 +889,42 @@ class Table:
         items.sort(key=operator.attrgetter("inserted_at"))
         return TableSnapshot(checkpoint, items)
 
+    def config_differences(self, snapshot: TableSnapshot) -> list[str]:
+        """The settings in which a snapshot differs from this table, one line each.
+
+        Compares ``max_size``, ``max_times_sampled``, sampler, remover, the rate
+        limiter's settings and the signature; each line reads ``"<setting>: configured
+        <value>, checkpoint <value>"``. Empty when the snapshot matches.
+        """
+        checkpoint = snapshot.checkpoint
+        rl = checkpoint.rate_limiter
+        try:
+            stored_limiter: object = rate_limiters.RateLimiter(
+                rl.samples_per_insert, rl.min_size_to_sample, rl.min_diff, rl.max_diff
+            )
+        except ValueError:  # restore() refuses it with its own message
+            stored_limiter = (rl.samples_per_insert, rl.min_size_to_sample, rl.min_diff,
+                              rl.max_diff)
+        pairs: list[tuple[str, object, object]] = [
+            ("max_size", self._max_size, int(checkpoint.max_size)),
+            ("max_times_sampled", self._max_times_sampled, int(checkpoint.max_times_sampled)),
+            ("sampler", self._sampler_config, _selector_or_options(checkpoint.sampler)),
+            ("remover", self._remover_config, _selector_or_options(checkpoint.remover)),
+            ("rate_limiter", self._rate_limiter_config, stored_limiter),
+        ]
+        differences = [
+            f"{setting}: configured {configured!r}, checkpoint {stored!r}"
+            for setting, configured, stored in pairs
+            if configured != stored
+        ]
+        stored_signature = checkpoint.signature if checkpoint.HasField("signature") else None
+        if self._signature_proto != stored_signature:
+            differences.append(
+                f"signature: configured {_describe_signature(self._signature_proto)}, "
+                f"checkpoint {_describe_signature(stored_signature)}"
+            )
+        return differences
+
     def restore(self, snapshot: TableSnapshot) -> None:
         """Replaces this table's state with a snapshot's (Reverb's restore semantics).
 
@@ -994,3 +1030,22 @@ class Table:
                 if not waiter.future.done():
                     waiter.future.set_exception(errors.CancelledOperationError(_CLOSED_MESSAGE))
             self._note_unblocked(queue)
+
+
+def _selector_or_options(options: Any) -> object:
+    """The selector a checkpoint's options describe, or the options when they are bad."""
+    try:
+        return item_selectors.selector_from_options(options)
+    except (ValueError, errors.ReverbError):
+        return options
+
+
+def _describe_signature(proto: Any) -> str:
+    if proto is None:
+        return "none"
+    from reverb_py._signature import decode_signature
+
+    try:
+        return repr(decode_signature(proto))
+    except (ValueError, TypeError, errors.ReverbError):
+        return "an unreadable signature"

@@ -73,3 +73,48 @@ async def test_restore_refuses_another_tables_snapshot() -> None:
     b = Table("b", selectors.Fifo(), selectors.Fifo(), 10, rate_limiters.MinSize(1))
     with pytest.raises(errors.InvalidArgumentError, match="'a' cannot be restored into table 'b'"):
         b.restore(a.snapshot())
+
+
+def test_config_differences_name_each_setting_that_differs() -> None:
+    spec = {"obs": reverb.TensorSpec((None, 2), "float32")}
+    source = Table("t", selectors.Prioritized(0.8), selectors.Lifo(), 5,
+                   rate_limiters.SampleToInsertRatio(2.0, 1, 100.0), max_times_sampled=7,
+                   signature=spec)
+    snapshot = source.snapshot()
+    same = Table("t", selectors.Prioritized(0.8), selectors.Lifo(), 5,
+                 rate_limiters.SampleToInsertRatio(2.0, 1, 100.0), max_times_sampled=7,
+                 signature={"obs": reverb.TensorSpec((None, 2), "float32")})
+    assert same.config_differences(snapshot) == []
+
+    other = Table("t", selectors.Uniform(), selectors.Fifo(), 100, rate_limiters.MinSize(1))
+    differences = other.config_differences(snapshot)
+    assert [line.split(":")[0] for line in differences] == [
+        "max_size", "max_times_sampled", "sampler", "remover", "rate_limiter", "signature"]
+    assert differences[0] == "max_size: configured 100, checkpoint 5"
+    assert differences[2].startswith("sampler: configured Uniform(), checkpoint Prioritized(")
+    assert differences[5].startswith("signature: configured none, checkpoint {")
+    assert "obs" in differences[5]
+    # Nothing is changed by the comparison.
+    assert other.info.max_size == 100
+
+
+def test_config_differences_of_a_snapshot_the_table_cannot_restore() -> None:
+    source = Table("t", selectors.Fifo(), selectors.Fifo(), 10, rate_limiters.MinSize(1))
+    snapshot = source.snapshot()
+    snapshot.checkpoint.rate_limiter.samples_per_insert = -1.0
+    snapshot.checkpoint.sampler.prioritized.priority_exponent = -2.0
+    target = Table("t", selectors.Fifo(), selectors.Fifo(), 10, rate_limiters.MinSize(1))
+    lines = target.config_differences(snapshot)
+    assert [line.split(":")[0] for line in lines] == ["sampler", "rate_limiter"]
+    with pytest.raises(errors.InvalidArgumentError):
+        target.restore(snapshot)
+
+
+def test_restore_refuses_a_negative_priority_exponent() -> None:
+    source = Table("t", selectors.Prioritized(1.0), selectors.Fifo(), 10,
+                   rate_limiters.MinSize(1))
+    snapshot = source.snapshot()
+    snapshot.checkpoint.sampler.prioritized.priority_exponent = -2.0
+    target = Table("t", selectors.Fifo(), selectors.Fifo(), 10, rate_limiters.MinSize(1))
+    with pytest.raises(errors.InvalidArgumentError, match="priority_exponent"):
+        target.restore(snapshot)
