@@ -68,6 +68,9 @@ class LoopThread:
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("LoopThread.run() called from its own loop thread")
+        if not self._thread.is_alive():
+            coro.close()
+            raise RuntimeError(f"The event loop thread {self._thread.name} has stopped")
         return self.submit(coro).result(timeout)
 
     def stop(self) -> None:

@@ -6,8 +6,11 @@ itself is :mod:`reverb_py._daemon`).
 
 from __future__ import annotations
 
+import atexit
 import logging
+import sys
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,10 +28,35 @@ __all__ = ["Server"]
 
 _logger = logging.getLogger("reverb_py")
 
-_UNLIMITED = [
+_OPTIONS = [
     ("grpc.max_send_message_length", -1),
     ("grpc.max_receive_message_length", -1),
+    # gRPC lets a second server bind a port in use (SO_REUSEPORT) and then clients reach
+    # either at random. Reverb turns that off too: a taken port is an error.
+    ("grpc.so_reuseport", 0),
 ]
+
+_MISMATCH_POLICIES = ("warn", "refuse")
+
+# Servers still serving. They are stopped when the interpreter exits (before it freezes
+# the loop threads), so a script that never calls stop() still exits.
+_serving: weakref.WeakSet[Server] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_servers_at_exit() -> None:
+    for server in list(_serving):
+        server.stop()
+
+
+def _check_port(port: object) -> int:
+    if port is None:
+        return 0
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise TypeError(f"port must be an integer or None, got {port!r}")
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be between 0 and 65535 (0: any free port), got {port}")
+    return port
 
 
 class Server:
@@ -50,10 +78,20 @@ class Server:
       host: The interface to bind. Defaults to ``localhost``: unlike Reverb, which binds
         every interface, the server is reachable only from this machine unless told
         otherwise (``"[::]"`` or ``"0.0.0.0"`` for every interface).
+      on_checkpoint_mismatch: What to do when the loaded checkpoint's settings of a
+        table (``max_size``, ``max_times_sampled``, sampler, remover, rate limiter,
+        signature) differ from the table's: ``"warn"`` (the default) logs a warning
+        naming each setting and serves the checkpoint's, as Reverb does; ``"refuse"``
+        raises ``ValueError`` naming them.
+
+    A server that is never stopped is stopped when the interpreter exits.
 
     Raises:
-      ValueError: no tables, duplicate table names, the port cannot be bound, or the
-        checkpoint to load names a table the server does not have.
+      ValueError: no tables, duplicate table names, a port outside 0-65535, the port
+        cannot be bound (for example because another server uses it), the checkpoint
+        to load names a table the server does not have, or differs from the tables
+        with ``on_checkpoint_mismatch="refuse"``.
+      TypeError: a port that is not an integer.
     """
 
     def __init__(
@@ -63,9 +101,16 @@ class Server:
         checkpointer: Any = None,
         *,
         host: str = "localhost",
+        on_checkpoint_mismatch: str = "warn",
     ) -> None:
         if not tables:
             raise ValueError("At least one table must be provided")
+        port = _check_port(port)
+        if on_checkpoint_mismatch not in _MISMATCH_POLICIES:
+            raise ValueError(
+                f"on_checkpoint_mismatch must be 'warn' or 'refuse', "
+                f"got {on_checkpoint_mismatch!r}"
+            )
         names = [table.name for table in tables]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -76,19 +121,21 @@ class Server:
 
         self._checkpointer = checkpointer or checkpointers.default_checkpointer()
         self._tables = list(tables)
-        self._restore(self._tables, self._checkpointer)
+        self._restore(self._tables, self._checkpointer, on_checkpoint_mismatch)
         self._host = host
         self._stopped = threading.Event()
         self._stop_lock = threading.Lock()
         self._loop_thread = LoopThread(name="reverb_py-server")
         try:
-            self._port = self._loop_thread.run(self._start(host, port or 0))
+            self._port = self._loop_thread.run(self._start(host, port))
         except BaseException:
+            self._stopped.set()
             self._loop_thread.stop()
             raise
+        _serving.add(self)
 
     @staticmethod
-    def _restore(tables: Sequence[Table], checkpointer: Any) -> None:
+    def _restore(tables: Sequence[Table], checkpointer: Any, on_mismatch: str) -> None:
         from reverb_py._service import parse_chunk
 
         loaded = checkpointer.load_latest(parse_chunk)
@@ -103,6 +150,22 @@ class Server:
                     f"Checkpoint {path} holds table '{name}', which this server does not "
                     f"have (tables: {', '.join(sorted(by_name))})."
                 )
+        differences = [
+            f"table '{snapshot.checkpoint.table_name}' {difference}"
+            for snapshot in snapshots
+            for difference in by_name[snapshot.checkpoint.table_name].config_differences(
+                snapshot
+            )
+        ]
+        if differences and on_mismatch == "refuse":
+            raise ValueError(
+                f"Checkpoint {path} differs from the configured tables: "
+                + "; ".join(differences)
+            )
+        for difference in differences:
+            _logger.warning(
+                "checkpoint %s overrides the configuration: %s", path, difference
+            )
         for snapshot in snapshots:
             by_name[snapshot.checkpoint.table_name].restore(snapshot)
         _logger.info("loaded checkpoint %s (%d tables)", path, len(snapshots))
@@ -112,7 +175,7 @@ class Server:
         return self._checkpointer
 
     async def _start(self, host: str, port: int) -> int:
-        self._grpc_server = grpc.aio.server(options=_UNLIMITED)
+        self._grpc_server = grpc.aio.server(options=_OPTIONS)
         servicer = ReverbServicer(
             {table.name: table for table in self._tables}, checkpointer=self._checkpointer
         )
@@ -120,10 +183,14 @@ class Server:
         self._grpc_server.add_generic_rpc_handlers((servicer.handler(),))
         try:
             bound = self._grpc_server.add_insecure_port(f"{host}:{port}")
-        except RuntimeError as error:
-            raise ValueError(f"Failed to bind the gRPC server to {host}:{port}: {error}") from None
+        except RuntimeError:
+            bound = 0
         if not bound:
-            raise ValueError(f"Failed to bind the gRPC server to {host}:{port}")
+            await self._grpc_server.stop(None)
+            reason = f"{host!r} is not an address of this machine"
+            if port:
+                reason = f"port {port} is already in use, or {reason}"
+            raise ValueError(f"Failed to bind the gRPC server to {host}:{port}: {reason}")
         await self._grpc_server.start()
         return bound
 
@@ -160,6 +227,7 @@ class Server:
         with self._stop_lock:
             if self._stopped.is_set():
                 return
+            _serving.discard(self)
             try:
                 self._loop_thread.run(self._stop(grace))
             finally:
@@ -192,10 +260,14 @@ class Server:
         self.stop()
 
     def __del__(self) -> None:
+        # During interpreter shutdown the loop thread may be frozen already; waiting for
+        # it would never end. The atexit hook stopped every serving server before that.
+        if sys.is_finalizing():
+            return
         if hasattr(self, "_stopped") and not self._stopped.is_set():
             try:
                 self.stop()
-            except Exception:  # noqa: BLE001 - interpreter shutdown; nothing to report to.
+            except Exception:  # noqa: BLE001 - a finaliser has nothing to report to.
                 pass
 
     def __repr__(self) -> str:

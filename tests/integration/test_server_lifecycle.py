@@ -1,0 +1,240 @@
+"""Starting and ending a server: arguments, ports, interpreter exit, checkpoint settings."""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from reverb_py import checkpointers, rate_limiters, selectors
+from reverb_py.client import Client
+from reverb_py.server import Server
+from reverb_py.table import Table
+
+ROOT = pathlib.Path(__file__).parents[2]
+
+
+def uniform_table(max_size: int = 100) -> Table:
+    return Table("t", selectors.Uniform(), selectors.Fifo(), max_size, rate_limiters.MinSize(1))
+
+
+def run_script(source: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Runs ``source`` as a script of its own; a script that does not exit fails the test."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", source],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=str(ROOT),
+        )
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"the script did not exit within {timeout} s: {error.stderr!r}")
+
+
+# ------------------------------------------------------------------ interpreter exit
+
+_TABLE = textwrap.dedent("""
+    import reverb_py as reverb
+    table = reverb.Table('t', reverb.selectors.Uniform(), reverb.selectors.Fifo(), 10,
+                         reverb.rate_limiters.MinSize(1))
+""")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(
+            """
+            server = reverb.Server([table])
+            client = server.localhost_client()
+            with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+                writer.append({'a': 1})
+                writer.create_item('t', 1.0, {'a': writer.history['a'][-1:]})
+            print(len(list(client.sample('t', num_samples=1))))
+            """,
+            id="blocking-client-and-writer",
+        ),
+        pytest.param(
+            """
+            import asyncio
+            server = reverb.Server([table])
+
+            async def main():
+                client = reverb.aio.Client(f'localhost:{server.port}')
+                writer = await client.trajectory_writer(num_keep_alive_refs=1)
+                writer.append({'a': 1})
+                writer.create_item('t', 1.0, {'a': writer.history['a'][-1:]})
+                await writer.flush()
+                print(len([s async for s in client.sample('t', num_samples=1)]))
+
+            asyncio.run(main())
+            """,
+            id="asyncio-client",
+        ),
+        pytest.param(
+            """
+            servers = [reverb.Server([reverb.Table.queue(f'q{i}', 1)]) for i in range(3)]
+            print(1)
+            """,
+            id="several-servers",
+        ),
+    ],
+)
+def test_a_script_that_never_stops_its_server_exits(body: str) -> None:
+    result = run_script(_TABLE + textwrap.dedent(body))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "1"
+
+
+def test_a_script_that_raises_with_a_server_running_exits_with_its_error() -> None:
+    result = run_script(_TABLE + "server = reverb.Server([table])\nraise SystemExit(3)\n")
+    assert result.returncode == 3, result.stderr
+
+
+def test_a_server_stopped_before_exit_is_not_stopped_again() -> None:
+    result = run_script(
+        _TABLE
+        + """
+server = reverb.Server([table])
+server.stop()
+from reverb_py import server as server_module
+print(len(server_module._serving))
+"""
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0"
+
+
+def test_the_exit_hook_stops_every_serving_server() -> None:
+    from reverb_py import server as server_module
+
+    servers = [Server([Table.queue(f"q{i}", 1)]) for i in range(2)]
+    try:
+        assert all(server in server_module._serving for server in servers)
+        server_module._stop_servers_at_exit()
+        assert "stopped" in repr(servers[0]) and "stopped" in repr(servers[1])
+        assert not any(server in server_module._serving for server in servers)
+    finally:
+        for server in servers:
+            server.stop()
+
+
+# ------------------------------------------------------------------ arguments and ports
+
+
+@pytest.mark.parametrize("port", [70000, 65536, -1])
+def test_a_port_out_of_range_is_refused(port: int) -> None:
+    with pytest.raises(ValueError, match=f"port must be between 0 and 65535.*got {port}"):
+        Server([uniform_table()], port=port)
+
+
+@pytest.mark.parametrize("port", [True, "8000", 80.0])
+def test_a_port_that_is_not_an_integer_is_refused(port: object) -> None:
+    with pytest.raises(TypeError, match="port must be an integer or None"):
+        Server([uniform_table()], port=port)  # type: ignore[arg-type]
+
+
+def test_a_port_in_use_by_another_server_is_refused_and_the_first_keeps_it() -> None:
+    with Server([uniform_table()], port=0) as first:
+        with pytest.raises(ValueError, match=f"localhost:{first.port}.*already in use"):
+            Server([Table.queue("other", 1)], port=first.port)
+        # Every connection reaches the first server.
+        for _ in range(5):
+            assert set(Client(f"localhost:{first.port}").server_info(timeout=10)) == {"t"}
+
+
+def test_a_port_in_use_by_a_plain_socket_is_refused() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ValueError, match=f"port {port} is already in use"):
+            Server([uniform_table()], port=port, host="127.0.0.1")
+
+
+def test_an_unresolvable_host_is_a_clean_value_error() -> None:
+    # The suite turns warnings into errors: a coroutine never awaited would fail here.
+    with pytest.raises(ValueError, match="'no-such-host.invalid' is not an address"):
+        Server([uniform_table()], host="no-such-host.invalid")
+    import gc
+
+    gc.collect()
+
+
+@pytest.mark.parametrize("exponent", [-0.5, float("nan"), float("inf")])
+def test_a_bad_priority_exponent_is_refused(exponent: float) -> None:
+    with pytest.raises(ValueError, match="priority_exponent must be a finite number >= 0"):
+        selectors.Prioritized(exponent)
+
+
+def test_a_bad_mismatch_policy_is_refused() -> None:
+    with pytest.raises(ValueError, match="on_checkpoint_mismatch must be 'warn' or 'refuse'"):
+        Server([uniform_table()], on_checkpoint_mismatch="ignore")
+
+
+# ------------------------------------------------------------------ checkpoint settings
+
+
+def _checkpoint_of_a_prioritized_table(path: pathlib.Path) -> checkpointers.DefaultCheckpointer:
+    checkpointer = checkpointers.DefaultCheckpointer(str(path))
+    table = Table(
+        "t", selectors.Prioritized(0.8), selectors.Fifo(), 1_000_000, rate_limiters.MinSize(1)
+    )
+    with Server([table], checkpointer=checkpointer) as server:
+        client = server.localhost_client()
+        with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+            writer.append({"a": 1})
+            writer.create_item("t", 1.0, {"a": writer.history["a"][-1]})
+        client.checkpoint()
+    return checkpointer
+
+
+def test_a_checkpoint_that_overrides_the_config_is_named_in_a_warning(tmp_path, caplog) -> None:
+    checkpointer = _checkpoint_of_a_prioritized_table(tmp_path)
+    caplog.set_level(logging.WARNING, logger="reverb_py")
+    configured = uniform_table(max_size=1000)
+    with Server([configured], checkpointer=checkpointer):
+        # Reverb's semantics: the checkpoint's settings are served.
+        assert configured.info.max_size == 1_000_000
+        assert configured.info.sampler_options.WhichOneof("distribution") == "prioritized"
+        assert configured.info.current_size == 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(
+        "table 't' max_size: configured 1000, checkpoint 1000000" in text for text in warnings
+    ), warnings
+    assert any(
+        "sampler: configured Uniform(), checkpoint Prioritized(priority_exponent=0.8" in text
+        for text in warnings
+    ), warnings
+    # Settings that agree are not mentioned.
+    assert not any("remover" in text or "rate_limiter" in text for text in warnings), warnings
+
+
+def test_a_matching_checkpoint_logs_no_warning(tmp_path, caplog) -> None:
+    checkpointer = _checkpoint_of_a_prioritized_table(tmp_path)
+    caplog.set_level(logging.WARNING, logger="reverb_py")
+    same = Table(
+        "t", selectors.Prioritized(0.8), selectors.Fifo(), 1_000_000, rate_limiters.MinSize(1)
+    )
+    with Server([same], checkpointer=checkpointer, on_checkpoint_mismatch="refuse"):
+        assert same.info.current_size == 1
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_checkpoint_that_differs_is_refused_on_request(tmp_path) -> None:
+    checkpointer = _checkpoint_of_a_prioritized_table(tmp_path)
+    configured = uniform_table(max_size=1000)
+    with pytest.raises(ValueError) as caught:
+        Server([configured], checkpointer=checkpointer, on_checkpoint_mismatch="refuse")
+    text = str(caught.value)
+    assert "max_size: configured 1000, checkpoint 1000000" in text
+    assert "sampler: configured Uniform()" in text
+    # Nothing was loaded into the table.
+    assert configured.info.current_size == 0
+    assert configured.info.max_size == 1000
