@@ -14,10 +14,24 @@ Layout of one checkpoint (Reverb's)::
                       /DONE              empty, marks the checkpoint complete
 
 The three data files are ZLIB-compressed TFRecord files (see :mod:`reverb_py._tfrecord`).
-``<timestamp>`` is RFC 3339 in UTC with nanoseconds, e.g.
-``2026-11-30T05:40:01.123456789+00:00``; names of one checkpointer only grow, so their
-lexical order is their time order (directories that Reverb wrote in a local time zone
-are ordered by the instant they name).
+``<timestamp>`` is the local time of the save with nanoseconds and the UTC offset, like
+Reverb's names but with ``-`` where Reverb writes ``:`` (which Windows forbids in file
+names): ``2026-11-30T06-40-01.123456789+01-00`` where Reverb writes
+``2026-11-30T06:40:01.123456789+01:00``. Both styles are read, and checkpoints are
+ordered by the instant their names stand for, whatever the style or the offset.
+
+Reverb loads the checkpoint whose name sorts last. The names are written so that it
+finds the newest one of either implementation in a directory both write to:
+
+* they use the local time, as Reverb, so names of the two compare by their digits
+  across hours and days;
+* within one hour ``-`` sorts before ``:``, so a later Reverb checkpoint of the same
+  hour sorts after a reverb_py one, as it must;
+* the one case left, an older checkpoint that sorts after the new one (a Reverb one of
+  the same hour, one written in another UTC offset, e.g. before a daylight-saving
+  change), is kept only with ``keep`` > 1, and is then renamed after the save to the
+  name of its instant in the new checkpoint's offset: the newest checkpoint is always
+  the one that sorts last.
 
 Differences from Reverb, all on the safe side:
 
@@ -92,8 +106,10 @@ _LOG_INTERVAL_S = 5.0
 _ITEM_BATCH = _PROGRESS_ITEMS
 _FRAMING = 16
 
+# Reverb's names (``05:40:01``, ``+00:00``) and the portable ones (``05-40-01``, ``+00-00``).
 _TIMESTAMP_RE = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:\d{2})$"
+    r"^(\d{4})-(\d{2})-(\d{2})T(\d{2})([:-])(\d{2})\5(\d{2})(?:\.(\d+))?"
+    r"(Z|[+-]\d{2}\5\d{2})$"
 )
 # Directories of saves in progress (or of crashed ones), and of checkpoints being deleted.
 _TMP_RE = re.compile(r"^\.tmp-(?:del-)?[0-9T:.+Z-]+-[0-9a-f]{16}$")
@@ -103,20 +119,43 @@ _NS = 1_000_000_000
 # ---------------------------------------------------------------------------- names
 
 
-def _format_timestamp(ns: int) -> str:
-    """RFC 3339 in UTC with nanoseconds: ``2026-11-30T05:40:01.123456789+00:00``."""
+def _utc_offset(ns: int) -> int:
+    """The local time zone's offset from UTC at an instant, in seconds."""
+    return time.localtime(ns // _NS).tm_gmtoff
+
+
+def _format_timestamp(ns: int, offset: int | None = None) -> str:
+    """The portable directory name of an instant: ``2026-11-30T06-40-01.123456789+01-00``.
+
+    Args:
+      ns: Nanoseconds since the epoch.
+      offset: The UTC offset (seconds) of the local time written; None: the local time
+        zone's at that instant.
+    """
+    if offset is None:
+        offset = _utc_offset(ns)
     seconds, nanos = divmod(ns, _NS)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{nanos:09d}+00:00"
+    local = time.strftime("%Y-%m-%dT%H-%M-%S", time.gmtime(seconds + offset))
+    sign = "-" if offset < 0 else "+"
+    hours, minutes = divmod(abs(offset) // 60, 60)
+    return f"{local}.{nanos:09d}{sign}{hours:02d}-{minutes:02d}"
 
 
 def _parse_timestamp(name: str) -> int | None:
-    """The instant (ns since the epoch) an RFC 3339 directory name stands for, or None."""
+    """The instant (ns since the epoch) a checkpoint directory name stands for, or None.
+
+    Reads Reverb's RFC 3339 names (``2026-11-30T06:40:01.5+01:00``) and the portable ones
+    (``2026-11-30T06-40-01.500000000+01-00``).
+    """
     match = _TIMESTAMP_RE.match(name)
     if match is None:
         return None
-    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
-    fraction = (match.group(7) or "")[:9].ljust(9, "0")
-    zone = match.group(8)
+    groups = match.groups()
+    year, month, day, hour, minute, second = (
+        int(g) for g in (groups[0], groups[1], groups[2], groups[3], groups[5], groups[6])
+    )
+    fraction = (groups[7] or "")[:9].ljust(9, "0")
+    zone = groups[8]
     offset = 0
     if zone != "Z":
         sign = -1 if zone[0] == "-" else 1
@@ -482,12 +521,19 @@ class DefaultCheckpointer(CheckpointerBase):
         return progress
 
     def _prune(self, root: str, newest: str) -> None:
-        """Deletes old checkpoints beyond ``keep`` and directories of crashed saves."""
+        """Deletes old checkpoints beyond ``keep`` and directories of crashed saves, and
+        renames kept ones whose names sort after ``newest`` (see the module docs)."""
         try:
             complete = self._complete_checkpoints(root, follow_links=False)
             for _, name in complete[: -self.keep]:
                 if name != newest:
                     self._delete_checkpoint(root, name)
+            newest_ns = _parse_timestamp(newest)
+            assert newest_ns is not None
+            offset = _utc_offset(newest_ns)
+            for ns, name in complete[-self.keep :]:
+                if name != newest and name > newest and ns < newest_ns:
+                    self._rename_checkpoint(root, name, _format_timestamp(ns, offset))
             for entry in os.listdir(root):
                 if not _TMP_RE.match(entry):
                     continue
@@ -506,6 +552,24 @@ class DefaultCheckpointer(CheckpointerBase):
                     _unlock(lock)
         except OSError as error:
             _logger.warning("Could not delete old checkpoints in %s: %s", root, error)
+
+    @staticmethod
+    def _rename_checkpoint(root: str, name: str, new_name: str) -> None:
+        if os.path.lexists(os.path.join(root, new_name)):
+            _logger.warning(
+                "Could not rename old checkpoint %s to %s (it exists); Reverb would load "
+                "it rather than the newest one.", name, new_name
+            )
+            return
+        try:
+            os.rename(os.path.join(root, name), os.path.join(root, new_name))
+        except OSError as error:
+            _logger.warning("Could not rename old checkpoint %s: %s", name, error)
+            return
+        _logger.info(
+            "Renamed old checkpoint %s to %s, so that it sorts before the newest one.",
+            name, new_name,
+        )
 
     def _delete_checkpoint(self, root: str, name: str) -> None:
         # Renamed first, so no reader ever sees a half-deleted checkpoint with DONE.

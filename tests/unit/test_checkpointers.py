@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -316,11 +317,49 @@ async def test_files_hold_reverbs_records(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------- naming
 
 
+WINDOWS_FORBIDDEN = set('<>:"/\\|?*')
+
+
+def reverb_name(ns: int, offset: int) -> str:
+    """Reverb's name of a checkpoint: ``absl::FormatTime`` (RFC 3339, trailing zeros of
+    the fraction dropped) in a zone of UTC offset ``offset`` seconds."""
+    seconds, nanos = divmod(ns, 10**9)
+    local = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds + offset))
+    fraction = f".{nanos:09d}".rstrip("0").rstrip(".")
+    sign = "-" if offset < 0 else "+"
+    hours, minutes = divmod(abs(offset) // 60, 60)
+    return f"{local}{fraction}{sign}{hours:02d}:{minutes:02d}"
+
+
+def reverb_latest(root: Path) -> str | None:
+    """The checkpoint Reverb's ``LoadLatest`` picks: the last name in lexical order
+    whose directory holds ``DONE``."""
+    for name in sorted(os.listdir(root), reverse=True):
+        if (root / name / "DONE").is_file():
+            return name
+    return None
+
+
 def test_timestamp_names() -> None:
     ns = 1_796_017_201_123_456_789
-    name = checkpointers._format_timestamp(ns)
-    assert name == "2026-11-30T05:40:01.123456789+00:00"
+    name = checkpointers._format_timestamp(ns, 0)
+    assert name == "2026-11-30T05-40-01.123456789+00-00"
     assert checkpointers._parse_timestamp(name) == ns
+    assert checkpointers._format_timestamp(ns, 3600) == "2026-11-30T06-40-01.123456789+01-00"
+    assert checkpointers._format_timestamp(ns, -(5 * 3600 + 30 * 60)) == (
+        "2026-11-30T00-10-01.123456789-05-30"
+    )
+    for offset in (0, 3600, -(5 * 3600 + 30 * 60), 14 * 3600):
+        formatted = checkpointers._format_timestamp(ns, offset)
+        assert checkpointers._parse_timestamp(formatted) == ns, formatted
+        assert not WINDOWS_FORBIDDEN & set(formatted), formatted
+    # Without an offset: the local time zone's, as Reverb.
+    local = checkpointers._format_timestamp(ns)
+    assert local == checkpointers._format_timestamp(ns, time.localtime(ns // 10**9).tm_gmtoff)
+    assert not WINDOWS_FORBIDDEN & set(local)
+    # Styles are not mixed.
+    assert checkpointers._parse_timestamp("2026-11-30T05-40:01.1+00:00") is None
+    assert checkpointers._parse_timestamp("2026-11-30T05-40-01.1+00:00") is None
     # Reverb's names: local zone, as many fraction digits as needed.
     assert checkpointers._parse_timestamp("2026-11-30T06:40:01.123456789+01:00") == ns
     assert checkpointers._parse_timestamp("2026-11-30T05:40:01.5Z") == (
@@ -330,6 +369,98 @@ def test_timestamp_names() -> None:
     for bad in ("stray.txt", "zzz", "2026-13-30T05:40:01+00:00", ".tmp-x", "2026-11-30"):
         assert checkpointers._parse_timestamp(bad) is None
     assert checkpointers._format_timestamp(5) < checkpointers._format_timestamp(10**9)
+
+
+def test_saved_names_have_no_character_windows_forbids(tmp_path: Path) -> None:
+    path = DefaultCheckpointer(tmp_path).save([simple_table().snapshot()])
+    name = os.path.basename(path)
+    assert not WINDOWS_FORBIDDEN & set(name), name
+    assert checkpointers._parse_timestamp(name) is not None
+
+
+def test_names_sort_in_time_order_within_one_offset() -> None:
+    base = 1_796_017_201_000_000_000
+    steps = [0, 1, 999, 10**9 - 1, 10**9, 59 * 10**9, 3600 * 10**9, 86_400 * 10**9,
+             400 * 86_400 * 10**9]
+    for offset in (0, 3600, -18_000):
+        names = [checkpointers._format_timestamp(base + step, offset) for step in steps]
+        assert names == sorted(names) and len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize("offset", [0, 3600, -18_000])
+def test_names_sort_in_time_order_against_reverbs(offset: int) -> None:
+    """Reverb's name of an instant (same local offset) and the portable name of another
+    one sort in time order, except within one hour with Reverb's name first (see
+    test_an_older_checkpoint_that_sorts_last_is_renamed)."""
+    base = 1_796_017_200_000_000_000  # On the hour.
+    for earlier, later in [(0, 1), (0, 59 * 60 * 10**9), (0, 3600 * 10**9),
+                           (10**9, 3601 * 10**9), (0, 86_400 * 10**9)]:
+        reverb_first = reverb_name(base + earlier, offset) < checkpointers._format_timestamp(
+            base + later, offset)
+        ours_first = checkpointers._format_timestamp(base + earlier, offset) < reverb_name(
+            base + later, offset)
+        assert ours_first, (earlier, later)
+        same_hour = (base + earlier) // (3600 * 10**9) == (base + later) // (3600 * 10**9)
+        assert reverb_first != same_hour, (earlier, later)
+        assert checkpointers._parse_timestamp(reverb_name(base + later, offset)) == (
+            base + later)
+
+
+def test_a_reverb_named_checkpoint_is_loaded(tmp_path: Path) -> None:
+    path = DefaultCheckpointer(tmp_path / "w").save([simple_table("t").snapshot()])
+    os.rename(path, tmp_path / "2026-11-30T06:40:01.5+01:00")
+    loaded = DefaultCheckpointer(tmp_path).load_latest(parse_chunk)
+    assert loaded is not None
+    assert loaded[0] == str(tmp_path / "2026-11-30T06:40:01.5+01:00")
+    assert [s.checkpoint.table_name for s in loaded[1]] == ["t"]
+
+
+@pytest.mark.parametrize("keep", [1, 3])
+def test_newest_is_found_by_both_across_naming_styles(tmp_path: Path, keep: int) -> None:
+    """In a directory both implementations write to, reverb_py and Reverb (the name that
+    sorts last) both load the newest checkpoint, in both orders of writing."""
+    checkpointer = DefaultCheckpointer(tmp_path, keep=keep)
+    # Reverb wrote first (this hour, just before), then reverb_py.
+    now = time.time_ns()
+    offset = checkpointers._utc_offset(now)
+    reverb_style = reverb_name(now - 10**9, offset)
+    assert checkpointers._parse_timestamp(reverb_style) == now - 10**9
+    path = DefaultCheckpointer(tmp_path / "w").save([simple_table("by_reverb").snapshot()])
+    os.rename(path, tmp_path / reverb_style)
+    ours = os.path.basename(checkpointer.save([simple_table("by_reverb_py").snapshot()]))
+    assert reverb_latest(tmp_path) == ours
+    loaded = checkpointer.load_latest(parse_chunk)
+    assert loaded is not None and os.path.basename(loaded[0]) == ours
+    # Then Reverb again, later (same hour): its name sorts after ours.
+    ns = checkpointers._parse_timestamp(ours)
+    assert ns is not None
+    later = reverb_name(ns + 10**6, offset)
+    path = DefaultCheckpointer(tmp_path / "w").save([simple_table("by_reverb").snapshot()])
+    os.rename(path, tmp_path / later)
+    assert reverb_latest(tmp_path) == later
+    loaded = checkpointer.load_latest(parse_chunk)
+    assert loaded is not None and os.path.basename(loaded[0]) == later
+
+
+def test_an_older_checkpoint_that_sorts_last_is_renamed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # E.g. the clocks went back an hour (daylight saving), or a Reverb checkpoint of the
+    # same hour: the older name sorts after the new one.
+    checkpointer = DefaultCheckpointer(tmp_path, keep=3)
+    monkeypatch.setattr(checkpointers, "_utc_offset", lambda ns: 3600)
+    first = checkpointer.save([simple_table("first").snapshot()])
+    monkeypatch.setattr(checkpointers, "_utc_offset", lambda ns: 0)
+    second = checkpointer.save([simple_table("second").snapshot()])
+    assert os.path.basename(first) > os.path.basename(second)  # Before the rename.
+    assert not os.path.exists(first)
+    assert reverb_latest(tmp_path) == os.path.basename(second)
+    names = checkpoint_dirs(tmp_path)
+    assert len(names) == 2 and all(name.endswith("+00-00") for name in names)
+    renamed = DefaultCheckpointer(tmp_path).load(tmp_path / names[0], parse_chunk)
+    assert [s.checkpoint.table_name for s in renamed] == ["first"]
+    assert checkpointers._parse_timestamp(names[0]) == checkpointers._parse_timestamp(
+        os.path.basename(first))
 
 
 def test_names_grow_even_within_one_nanosecond(
@@ -352,7 +483,9 @@ def test_name_follows_a_checkpoint_from_the_future(tmp_path: Path) -> None:
     DefaultCheckpointer(tmp_path).save([simple_table("old").snapshot()])
     os.rename(tmp_path / checkpoint_dirs(tmp_path)[0], future)
     path = DefaultCheckpointer(tmp_path).save([simple_table("new").snapshot()])
-    assert os.path.basename(path) == "2099-01-01T00:00:00.000000001+00:00"
+    ns = checkpointers._parse_timestamp(future.name)
+    assert ns is not None
+    assert os.path.basename(path) == checkpointers._format_timestamp(ns + 1)
     loaded = DefaultCheckpointer(tmp_path).load_latest(parse_chunk)
     assert loaded is not None and loaded[0] == path
     assert [s.checkpoint.table_name for s in loaded[1]] == ["new"]
