@@ -51,41 +51,6 @@ def client(server):
     return reverb.Client(f"localhost:{server.port}")
 
 
-def test_readme_quickstart_runs_unchanged() -> None:
-    server = reverb.Server(tables=[
-        reverb.Table(
-            name='my_table',
-            sampler=reverb.selectors.Uniform(),
-            remover=reverb.selectors.Fifo(),
-            max_size=100,
-            rate_limiter=reverb.rate_limiters.MinSize(1)),
-        ],
-    )
-    try:
-        client = server.localhost_client()
-        with client.trajectory_writer(num_keep_alive_refs=3) as writer:
-            writer.append({'a': 2, 'b': 12})
-            writer.append({'a': 3, 'b': 13})
-            writer.append({'a': 4, 'b': 14})
-            writer.create_item(
-                table='my_table',
-                priority=1.0,
-                trajectory={
-                    'a': writer.history['a'][:],
-                    'b': writer.history['b'][:],
-                })
-            writer.flush()
-        [sample] = list(client.sample('my_table', num_samples=1, emit_timesteps=False))
-        assert sample.info.key > 0 and sample.info.table_size == 1
-        a, b = sample.data
-        np.testing.assert_array_equal(a, [2, 3, 4])
-        np.testing.assert_array_equal(b, [12, 13, 14])
-        client.insert([0, 1], priorities={'my_table': 1.0})
-        assert server.tables[0].info.current_size == 2
-    finally:
-        server.stop()
-
-
 def test_repr_and_pickle(client) -> None:
     assert repr(client) == f"Client, server_address={client.server_address}"
     clone = pickle.loads(pickle.dumps(client))
