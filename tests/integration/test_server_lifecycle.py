@@ -224,7 +224,9 @@ def test_a_matching_checkpoint_logs_no_warning(tmp_path, caplog) -> None:
     )
     with Server([same], checkpointer=checkpointer, on_checkpoint_mismatch="refuse"):
         assert same.info.current_size == 1
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    # (A client of the first server may log its stream's end; only this one matters.)
+    overrides = [r for r in caplog.records if "overrides the configuration" in r.getMessage()]
+    assert not overrides
 
 
 def test_a_checkpoint_that_differs_is_refused_on_request(tmp_path) -> None:
