@@ -18,8 +18,12 @@ the address and the tables::
     remover = {kind = "fifo"}
     max_size = 1_000_000
     max_times_sampled = 0
-    rate_limiter = {kind = "sample_to_insert_ratio", samples_per_insert = 4.0,
-                    min_size_to_sample = 1000, error_buffer = 400.0}
+
+    [tables.rate_limiter]
+    kind = "sample_to_insert_ratio"
+    samples_per_insert = 4.0
+    min_size_to_sample = 1000
+    error_buffer = 400.0
 
 Selector kinds: ``uniform``, ``prioritized`` (``priority_exponent``), ``fifo``, ``lifo``,
 ``min_heap``, ``max_heap``. Rate-limiter kinds: ``min_size`` (``min_size_to_sample``),

@@ -354,3 +354,17 @@ def test_failed_shutdown_checkpoint_exits_non_zero(tmp_path) -> None:
     assert code == 1, output
     assert "shutdown checkpoint failed" in output, output
     assert "shutdown checkpoint was not written" in output, output
+
+
+def test_the_sample_config_in_the_daemon_help_is_valid_toml(tmp_path) -> None:
+    text = _daemon.__doc__ or ""
+    start = text.index("::\n") + 3
+    end = text.index("\nSelector kinds")
+    block = "\n".join(line[4:] for line in text[start:end].splitlines())
+    config_path = tmp_path / "help.toml"
+    config_path.write_text(block)
+    config = _daemon.load_config(str(config_path))
+    [table] = _daemon.tables_from_config(config)
+    assert table.name == "replay"
+    assert table.info.rate_limiter_info.samples_per_insert == 4.0
+    assert config["on_checkpoint_mismatch"] == "warn"
