@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -11,6 +12,28 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 __all__ = ["LoopThread", "new_event_loop"]
+
+_logger = logging.getLogger("reverb_py")
+
+
+def _exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's default handler, except for gRPC events of event loops already closed.
+
+    grpc.aio delivers every completion of the process through one queue, drained on
+    one of the loops that use gRPC, which forwards events of other loops with
+    ``call_soon_threadsafe``. An event of a loop that has closed since (an asyncio
+    client whose ``asyncio.run`` has returned) has nowhere to go: it is dropped, and
+    said at DEBUG instead of as a traceback.
+    """
+    exception = context.get("exception")
+    if (
+        isinstance(exception, RuntimeError)
+        and str(exception) == "Event loop is closed"
+        and "PollerCompletionQueue" in repr(context.get("handle"))
+    ):
+        _logger.debug("dropped a gRPC event of an event loop that is closed")
+        return
+    loop.default_exception_handler(context)
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -43,6 +66,7 @@ class LoopThread:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
+        self._loop.set_exception_handler(_exception_handler)
         self._loop.call_soon(self._started.set)
         try:
             self._loop.run_forever()
