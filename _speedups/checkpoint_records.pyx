@@ -48,11 +48,25 @@ cdef extern from "crc32c.h" nogil:
 
 cdef extern from *:
     """
+    #include <limits.h>
+    // Sets *out = a * b + c and returns 0, or returns 1 when that overflows long long.
     static inline int reverb_py_mul_add_overflows(long long a, long long b, long long c,
                                                   long long* out) {
+    #if defined(__GNUC__) || defined(__clang__)
       long long product;
       if (__builtin_mul_overflow(a, b, &product)) return 1;
       return __builtin_add_overflow(product, c, out);
+    #else
+      // Portable (MSVC): compare against the limits before any signed operation.
+      if (a > 0 ? (b > 0 ? a > LLONG_MAX / b : b < LLONG_MIN / a)
+                : (b > 0 ? a < LLONG_MIN / b : (a != 0 && b < LLONG_MAX / a))) {
+        return 1;
+      }
+      long long product = a * b;
+      if (c > 0 ? product > LLONG_MAX - c : product < LLONG_MIN - c) return 1;
+      *out = product + c;
+      return 0;
+    #endif
     }
     """
     bint mul_add_overflows "reverb_py_mul_add_overflows"(

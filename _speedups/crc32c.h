@@ -1,7 +1,7 @@
 // CRC32C (Castagnoli) and TFRecord's masked form, for checkpoint_records.pyx.
 //
-// On x86-64 with GCC or Clang the SSE4.2 crc32 instruction is used when the CPU has it
-// (checked once); everywhere else a slicing-by-8 table implementation. Both give the
+// On x86-64 (GCC, Clang or MSVC) the SSE4.2 crc32 instruction is used when the CPU has
+// it (checked once); everywhere else a slicing-by-8 table implementation. Both give the
 // same values as google-crc32c, which the pure-Python twin uses.
 
 #ifndef REVERB_PY_CRC32C_H_
@@ -11,9 +11,22 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// clang-cl defines _MSC_VER too: it takes MSVC's CPU check (__builtin_cpu_supports needs
+// a runtime library MSVC's linker does not bring) and GCC's target attribute.
+#if defined(_MSC_VER) && defined(_M_X64)
+#define REVERB_PY_CRC32C_X86 1
+#define REVERB_PY_CRC32C_MSVC_CPUID 1
+#include <intrin.h>
+#include <nmmintrin.h>
+#elif defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define REVERB_PY_CRC32C_X86 1
 #include <nmmintrin.h>
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define REVERB_PY_CRC32C_TARGET_SSE42 __attribute__((target("sse4.2")))
+#else
+#define REVERB_PY_CRC32C_TARGET_SSE42
 #endif
 
 namespace reverb_py {
@@ -63,9 +76,9 @@ inline uint32_t ExtendPortable(uint32_t crc, const unsigned char* data, size_t s
 }
 
 #ifdef REVERB_PY_CRC32C_X86
-__attribute__((target("sse4.2"))) inline uint32_t ExtendHardware(uint32_t crc,
-                                                                  const unsigned char* data,
-                                                                  size_t size) {
+REVERB_PY_CRC32C_TARGET_SSE42 inline uint32_t ExtendHardware(uint32_t crc,
+                                                             const unsigned char* data,
+                                                             size_t size) {
   uint64_t c = ~crc;
   while (size >= 8) {
     uint64_t word;
@@ -80,7 +93,15 @@ __attribute__((target("sse4.2"))) inline uint32_t ExtendHardware(uint32_t crc,
 }
 
 inline bool HasHardware() {
+#ifdef REVERB_PY_CRC32C_MSVC_CPUID
+  static const bool has = [] {
+    int info[4];
+    __cpuid(info, 1);
+    return (info[2] & (1 << 20)) != 0;  // CPUID.1:ECX bit 20: SSE4.2
+  }();
+#else
   static const bool has = __builtin_cpu_supports("sse4.2");
+#endif
   return has;
 }
 #endif

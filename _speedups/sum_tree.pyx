@@ -32,6 +32,9 @@ cdef extern from *:
     """
     #if defined(__GNUC__) || defined(__clang__)
     #define REVERB_PY_PREFETCH(address) __builtin_prefetch(address)
+    #elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+    #include <xmmintrin.h>
+    #define REVERB_PY_PREFETCH(address) _mm_prefetch((const char*)(address), _MM_HINT_T0)
     #else
     #define REVERB_PY_PREFETCH(address) ((void)(address))
     #endif
