@@ -8,31 +8,47 @@
 #   make protos   regenerate reverb_py/_proto/*_pb2.py from protos/ (grpcio-tools)
 #   make bench    run the benchmarks in benchmarks/ and write their JSON results
 #   make interop  test against the real dm-reverb 0.14 (installed into .venv-reverb)
+#   make test-packaging  build the sdist and a wheel, install them into fresh venvs
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# Parallel compile jobs for `make build`.
+JOBS ?= $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
 # dm-reverb 0.14 pins TensorFlow 2.15, which needs Python 3.9-3.11. It lives in its own
 # environment and is never a dependency of reverb_py.
 REVERB_PYTHON ?= python3.11
 REVERB_VENV ?= .venv-reverb
 
-.PHONY: test test-debug run build debug protos bench interop clean
+.PHONY: test test-debug test-packaging run build debug protos bench interop clean
 
+# The editable install compiles nothing (REVERB_PY_NO_EXTENSIONS=1): `build` compiles
+# every module once, in place, where the editable package imports them from.
 $(VENV)/.installed: pyproject.toml setup.py
+	@echo "reverb_py: creating $(VENV)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "reverb_py: installing pip, setuptools and Cython into $(VENV)"
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "setuptools>=68" wheel "Cython>=3.0"
-	$(PY) -m pip install --quiet --no-build-isolation -e '.[test,dev]'
+	$(PY) -m pip install --quiet "setuptools>=77" wheel "Cython>=3.0"
+	@echo "reverb_py: installing reverb_py (editable) and its dependencies into $(VENV)"
+	REVERB_PY_NO_EXTENSIONS=1 $(PY) -m pip install --quiet --no-build-isolation -e '.[test,dev]'
 	touch $@
 
+# Incremental: only modules whose sources changed are cythonized and compiled again.
 build: $(VENV)/.installed
-	$(PY) setup.py --quiet build_ext --inplace
+	@echo "reverb_py: building the compiled modules ($(JOBS) jobs; about 2 minutes from scratch)"
+	$(PY) setup.py --quiet build_ext --inplace --parallel $(JOBS)
+	@$(PY) -c "import reverb_py; print('reverb_py: implementation', reverb_py.IMPLEMENTATION)"
 
 test: build
-	REVERB_PY_REQUIRE_SPEEDUPS=1 $(PY) -m pytest $(PYTEST_ARGS)
-	REVERB_PY_NO_EXTENSIONS=1 $(PY) -m pytest $(PYTEST_ARGS)
+	REVERB_PY_REQUIRE_SPEEDUPS=1 $(PY) -m pytest -m "not packaging" $(PYTEST_ARGS)
+	REVERB_PY_NO_EXTENSIONS=1 $(PY) -m pytest -m "not packaging" $(PYTEST_ARGS)
+
+# Builds the sdist and a manylinux wheel and installs them into fresh venvs (several
+# minutes: full compiles). Not part of `make test`; CI runs it.
+test-packaging: $(VENV)/.installed
+	REVERB_PY_PACKAGING_TESTS=1 $(PY) -m pytest tests/packaging -m packaging -p no:cacheprovider $(PYTEST_ARGS)
 
 # The integration tests in asyncio debug mode. Not part of `make test`: in a fresh clone
 # this run was seen to grow one process past the machine's memory (not yet understood).
@@ -40,9 +56,9 @@ test-debug: build
 	PYTHONASYNCIODEBUG=1 $(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 debug: $(VENV)/.installed
-	REVERB_PY_DEBUG_BUILD=1 $(PY) setup.py --quiet build_ext --inplace --force
+	REVERB_PY_DEBUG_BUILD=1 $(PY) setup.py --quiet build_ext --inplace --force --parallel $(JOBS)
 	REVERB_PY_REQUIRE_SPEEDUPS=1 $(PY) -m pytest tests/parity tests/unit $(PYTEST_ARGS)
-	$(PY) setup.py --quiet build_ext --inplace --force
+	$(PY) setup.py --quiet build_ext --inplace --force --parallel $(JOBS)
 
 run: build
 	$(PY) -m reverb_py.server
@@ -70,6 +86,6 @@ interop: build $(REVERB_VENV)/.installed
 		$(PY) -m pytest tests/interop -p no:cacheprovider $(PYTEST_ARGS)
 
 clean:
-	rm -rf build $(VENV) $(REVERB_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
+	rm -rf build dist $(VENV) $(REVERB_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
 		reverb_py/_pure/*.cpp reverb_py/_pure/*.html
 	find reverb_py -name '*.so' -delete -o -name '*.pyd' -delete
