@@ -36,7 +36,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import IO, Any
 
-from reverb_py import _impl, errors
+from reverb_py import _impl
+from reverb_py.errors import CorruptRecordError
 
 with warnings.catch_warnings():
     # google-crc32c warns (RuntimeWarning) when only its pure-Python fallback imports;
@@ -110,18 +111,6 @@ _READ_PIECE = 16 * 1024 * 1024
 # records in one call.
 _READ_BLOCK = 1024 * 1024
 
-
-
-class CorruptRecordError(errors.ReverbError, ValueError):
-    """A TFRecord file is damaged: checksum mismatch, truncation or a broken zlib stream.
-
-    Attributes:
-      path: The file, when known.
-    """
-
-    def __init__(self, message: str, path: str | None = None) -> None:
-        super().__init__(f"{path}: {message}" if path else message)
-        self.path = path
 
 
 masked_crc32c = _impl.checkpoint_records.masked_crc32c
