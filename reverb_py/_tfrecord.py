@@ -37,6 +37,11 @@ from types import TracebackType
 from typing import IO, Any
 
 from reverb_py import _impl
+from reverb_py._pure.checkpoint_records import CRC as _CRC
+from reverb_py._pure.checkpoint_records import FOOTER_SIZE as _FOOTER_SIZE
+from reverb_py._pure.checkpoint_records import HEADER as _HEADER
+from reverb_py._pure.checkpoint_records import HEADER_SIZE as _HEADER_SIZE
+from reverb_py._pure.checkpoint_records import LENGTH as _LENGTH
 from reverb_py.errors import CorruptRecordError
 
 with warnings.catch_warnings():
@@ -70,11 +75,8 @@ if (  # pragma: no cover - env-dependent
 COMPRESSION_NONE = ""
 COMPRESSION_ZLIB = "ZLIB"
 
-_HEADER = struct.Struct("<QI")
-_LENGTH = struct.Struct("<Q")
-_CRC = struct.Struct("<I")
-_HEADER_SIZE = 12
-_FOOTER_SIZE = 4
+# The record framing (_HEADER, _LENGTH, _CRC and their sizes) is the checkpoint_records
+# twins': imported above from the pure one, which the compiled one matches.
 
 # Records smaller than this are gathered in a buffer and compressed/written in batches;
 # larger payloads are handed on as they are (no copy).
@@ -609,7 +611,9 @@ class RecordReader:
     def _report_tail(self, pending: bytes) -> None:
         """Raises for an incomplete record at the end of the file."""
         if len(pending) < _HEADER_SIZE:
-            raise self._corrupt(f"truncated record header ({len(pending)} of 12 bytes).")
+            raise self._corrupt(
+                f"truncated record header ({len(pending)} of {_HEADER_SIZE} bytes)."
+            )
         self._check_partial(pending)
         length = _LENGTH.unpack_from(pending)[0]
         present = len(pending) - _HEADER_SIZE

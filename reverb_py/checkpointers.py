@@ -69,6 +69,7 @@ from google.protobuf.message import DecodeError
 
 from reverb_py import _codec, _gc, _impl, _tfrecord, errors
 from reverb_py._proto import checkpoint_pb2, schema_pb2
+from reverb_py._pure.checkpoint_records import FRAMING_SIZE
 from reverb_py.table import Item, TableSnapshot
 
 try:
@@ -104,7 +105,6 @@ _PROGRESS_ITEMS = 1000
 _LOG_INTERVAL_S = 5.0
 # Items are encoded (and their new chunks written) this many at a time.
 _ITEM_BATCH = _PROGRESS_ITEMS
-_FRAMING = 16
 
 # Reverb's names (``05:40:01``, ``+00:00``) and the portable ones (``05-40-01``, ``+00-00``).
 _TIMESTAMP_RE = re.compile(
@@ -514,7 +514,7 @@ class DefaultCheckpointer(CheckpointerBase):
                     batch = items[start:stop]
                     framed = encode_items(batch, table_field)
                     items_writer.write_framed(framed, len(batch))
-                    progress.add(num_bytes + len(framed) - _FRAMING * len(batch), len(batch))
+                    progress.add(num_bytes + len(framed) - FRAMING_SIZE * len(batch), len(batch))
                     start = stop
         progress.chunks = len(seen)
         progress.finish()

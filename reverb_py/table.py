@@ -38,13 +38,13 @@ from typing import Any
 
 from reverb_py import _gc, _impl, errors, item_selectors, rate_limiters
 from reverb_py._proto import checkpoint_pb2, schema_pb2
+from reverb_py._pure._common import KEY_MAX
 from reverb_py.reverb_types import SpecNest, TableInfo
 
 __all__ = ["Item", "SampledItem", "Table", "TableExtensionBase", "TableSnapshot"]
 
 _TIMEOUT_MESSAGE = "Rate Limiter: Timeout exceeded before the right to insert was acquired."
 _CLOSED_MESSAGE = "RateLimiter has been cancelled"
-_MAX_UINT64 = 2**64
 
 
 class Item:
@@ -549,7 +549,7 @@ class Table:
             if isinstance(key, bool) or not hasattr(key, "__index__"):
                 raise errors.InvalidArgumentError(f"Item key must be an integer, got {key!r}.")
             item.key = key = int(key)
-        if not 0 <= key < _MAX_UINT64:
+        if not 0 <= key <= KEY_MAX:
             raise errors.InvalidArgumentError(
                 f"Key must be an integer in [0, 2**64), got {key!r}."
             )
@@ -995,7 +995,7 @@ class Table:
                 priority = item.priority
                 if (
                     type(key) is not int  # noqa: E721 - exact types: the usual case
-                    or not 0 <= key < _MAX_UINT64
+                    or not 0 <= key <= KEY_MAX
                     or type(priority) is not float  # noqa: E721
                 ):
                     check_item(item)
