@@ -36,7 +36,7 @@ from reverb_py._pure._common import KEY_MAX
 from reverb_py.errors import InvalidArgumentError
 
 with warnings.catch_warnings():
-    # See reverb_py._tfrecord: the fallback warning is reported there.
+    # See reverb_py._storage.tfrecord: the fallback warning is reported there.
     warnings.simplefilter("ignore", RuntimeWarning)
     import google_crc32c
 
@@ -50,7 +50,7 @@ __all__ = [
     "split_records",
 ]
 
-# TFRecord's framing, the one definition (reverb_py._tfrecord reads and writes
+# TFRecord's framing, the one definition (reverb_py._storage.tfrecord reads and writes
 # with these; the compiled twin keeps C copies of the sizes and the mask, crc32c.h).
 MASK_DELTA = 0xA282EAD8
 LENGTH = struct.Struct("<Q")

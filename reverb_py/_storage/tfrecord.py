@@ -63,15 +63,6 @@ __all__ = [
 
 _logger = logging.getLogger("reverb_py")
 
-if (  # pragma: no cover - env-dependent
-    _impl.IMPLEMENTATION == "python" and getattr(google_crc32c, "implementation", "c") != "c"
-):
-    # The pure twin of checkpoint_records takes its CRC32C from google-crc32c.
-    _logger.warning(
-        "google-crc32c has no C extension here: checkpoint checksums use its slow "
-        "pure-Python fallback."
-    )
-
 COMPRESSION_NONE = ""
 COMPRESSION_ZLIB = "ZLIB"
 
@@ -114,6 +105,24 @@ _READ_PIECE = 16 * 1024 * 1024
 _READ_BLOCK = 1024 * 1024
 
 
+_checked_crc32c = False
+
+
+def _check_crc32c() -> None:
+    """Warns once, on the first file opened, when checksums take the slow path."""
+    global _checked_crc32c
+    if _checked_crc32c:
+        return
+    _checked_crc32c = True
+    if (  # pragma: no cover - env-dependent
+        _impl.IMPLEMENTATION == "python" and getattr(google_crc32c, "implementation", "c") != "c"
+    ):
+        # The pure twin of checkpoint_records takes its CRC32C from google-crc32c.
+        _logger.warning(
+            "google-crc32c has no C extension here: checkpoint checksums use its slow "
+            "pure-Python fallback."
+        )
+
 
 masked_crc32c = _impl.checkpoint_records.masked_crc32c
 """TFRecord's masked CRC32C of ``data`` (the selected ``checkpoint_records`` twin's)."""
@@ -128,20 +137,6 @@ def encode_record(payload: bytes) -> bytes:
     """One framed (uncompressed) record."""
     payload = bytes(payload)
     return _header(len(payload)) + payload + _CRC.pack(masked_crc32c(payload))
-
-
-def _fsync_dir(path: str) -> None:
-    """Makes a directory's entries durable (no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - e.g. Windows
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover - some file systems refuse fsync on directories
-        pass
-    finally:
-        os.close(fd)
 
 
 class RecordWriter:
@@ -180,6 +175,7 @@ class RecordWriter:
     ) -> None:
         if compression not in (COMPRESSION_NONE, COMPRESSION_ZLIB):
             raise ValueError(f"Unsupported TFRecord compression {compression!r}.")
+        _check_crc32c()
         self.path = os.fspath(path)
         self._file: IO[bytes] | None = open(self.path, "wb", buffering=_IO_BUFFER)  # noqa: SIM115
         self._level: int | None = None
@@ -520,6 +516,7 @@ class RecordReader:
     """
 
     def __init__(self, path: str | os.PathLike[str], compression: str | None = None) -> None:
+        _check_crc32c()
         self.path = os.fspath(path)
         file = open(self.path, "rb", buffering=_IO_BUFFER)  # noqa: SIM115
         try:
