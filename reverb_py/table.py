@@ -938,6 +938,22 @@ class Table:
             (the table is then left empty).
         """
         checkpoint = snapshot.checkpoint
+        config, sampler, remover = self._validate_checkpoint(checkpoint)
+        self._swap_state(checkpoint, config, sampler, remover)
+        self._restore_items(snapshot.items)
+        if self._insert_waiters or self._sample_waiters:
+            self._pump()
+
+    def _validate_checkpoint(
+        self, checkpoint: checkpoint_pb2.PriorityTableCheckpoint
+    ) -> tuple[rate_limiters.RateLimiter, item_selectors.ItemSelector, item_selectors.ItemSelector]:
+        """The first step of :meth:`restore`: checks the snapshot's table name, rate
+        limiter, selectors and ``max_size``; returns the rate limiter's settings (bound
+        to this table), the sampler and the remover. Changes nothing of the table.
+
+        Raises:
+          InvalidArgumentError: the snapshot is of another table or a setting is bad.
+        """
         if checkpoint.table_name != self._name:
             raise errors.InvalidArgumentError(
                 f"Checkpoint of table {checkpoint.table_name!r} cannot be restored into "
@@ -959,11 +975,23 @@ class Table:
             raise errors.InvalidArgumentError(
                 f"Checkpoint of table {self._name!r} has max_size {checkpoint.max_size}."
             )
+        return config, sampler, remover
+
+    def _swap_state(
+        self,
+        checkpoint: checkpoint_pb2.PriorityTableCheckpoint,
+        config: rate_limiters.RateLimiter,
+        sampler: item_selectors.ItemSelector,
+        remover: item_selectors.ItemSelector,
+    ) -> None:
+        """The second step of :meth:`restore`: drops every item and takes the
+        snapshot's settings, rate-limiter state, signature and statistics."""
         self._items.clear()
         self._episodes.clear()
         self._max_size = int(checkpoint.max_size)
         self._max_times_sampled = int(checkpoint.max_times_sampled)
         self._rate_limiter_config = config
+        rl = checkpoint.rate_limiter
         self._limiter = _impl.RateLimiterState(
             rl.samples_per_insert,
             rl.min_size_to_sample,
@@ -984,13 +1012,21 @@ class Table:
             self._signature = None
         self._num_deleted_episodes = int(checkpoint.num_deleted_episodes)
         self._num_unique_samples = int(checkpoint.num_unique_samples)
+
+    def _restore_items(self, items: Iterable[Item]) -> None:
+        """The last step of :meth:`restore`: inserts the snapshot's items, in order,
+        without touching the rate limiter.
+
+        Raises:
+          InvalidArgumentError: an item is bad (the table is then left empty).
+        """
         check_item = self._check_item
         strict_insert = self._strict.insert
         lax_insert = self._lax.insert
         table_items = self._items
         episodes = self._episodes
         try:
-            for item in snapshot.items:
+            for item in items:
                 key = item.key
                 priority = item.priority
                 if (
@@ -1014,8 +1050,6 @@ class Table:
             raise errors.InvalidArgumentError(
                 f"Checkpoint of table {self._name!r} has a bad item: {error}"
             ) from None
-        if self._insert_waiters or self._sample_waiters:
-            self._pump()
 
     def close(self) -> None:
         """Closes the table: waiting and later inserts and samples fail.
