@@ -29,6 +29,7 @@ from _varint cimport put_varint
 
 from operator import index as _index
 
+from reverb_py._pure._common import KEY_MAX
 from reverb_py._pure.checkpoint_records import decode_item
 from reverb_py.errors import InvalidArgumentError
 
@@ -74,7 +75,14 @@ cdef extern from *:
 
 
 cdef int64_t _NS = 1000000000
-cdef object _UINT64_END = 1 << 64
+cdef object _KEY_MAX = KEY_MAX
+
+# TFRecord's framing sizes, as C constants for split_records: the Python definitions
+# are HEADER_SIZE and FRAMING_SIZE of reverb_py._pure.checkpoint_records (and the mask
+# is crc32c.h's copy of its MASK_DELTA).
+cdef enum:
+    _HEADER_SIZE = 12
+    _FRAMING_SIZE = 16
 cdef object _INT64_MIN = -(1 << 63)
 cdef object _INT64_END = 1 << 63
 
@@ -178,7 +186,7 @@ def encode_items(items, bytes table_field) -> bytes:
         key_object = item.key
         if type(key_object) is not int:
             key_object = _index(key_object)
-        if not 0 <= key_object < _UINT64_END:
+        if not 0 <= key_object <= _KEY_MAX:
             raise InvalidArgumentError(f"Item key {key_object!r} is not in [0, 2**64).")
         key = key_object
         times_object = item.times_sampled
@@ -355,7 +363,7 @@ def split_records(data, Py_ssize_t pos=0):
     cdef uint64_t length
     cdef uint32_t crc
     cdef int i
-    while size - pos >= 16:
+    while size - pos >= _FRAMING_SIZE:
         p = base + pos
         length = 0
         for i in range(8):
@@ -363,15 +371,15 @@ def split_records(data, Py_ssize_t pos=0):
         crc = p[8] | (<uint32_t>p[9] << 8) | (<uint32_t>p[10] << 16) | (<uint32_t>p[11] << 24)
         if c_masked_crc32c(p, 8) != crc:
             break
-        if length > <uint64_t>(size - pos - 16):
+        if length > <uint64_t>(size - pos - _FRAMING_SIZE):
             break
-        p += 12
+        p += _HEADER_SIZE
         crc = (p[length] | (<uint32_t>p[length + 1] << 8) | (<uint32_t>p[length + 2] << 16)
                | (<uint32_t>p[length + 3] << 24))
         if c_masked_crc32c(p, length) != crc:
             break
         PyList_Append(payloads, PyBytes_FromStringAndSize(<const char*>p, length))
-        pos += <Py_ssize_t>length + 16
+        pos += <Py_ssize_t>length + _FRAMING_SIZE
     return payloads, pos
 
 

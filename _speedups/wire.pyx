@@ -28,7 +28,7 @@ cdef uint64_t _as_u64(object value) except? 0:
     """``value`` as 64 bits: [0, 2**64) as is, [-2**63, 0) as two's complement."""
     cdef object index = PyNumber_Index(value)
     if index >= 0:
-        if index > 0xFFFFFFFFFFFFFFFF:
+        if index > 0xFFFFFFFFFFFFFFFF:  # KEY_MAX of reverb_py._pure._common
             raise OverflowError(f"{index} does not fit in 64 bits")
         return <uint64_t>PyLong_AsUnsignedLongLong(index)
     if index < -0x8000000000000000:

@@ -63,6 +63,7 @@ from typing import Any
 
 import reverb_py
 from reverb_py import _impl, rate_limiters, selectors
+from reverb_py.errors import ConfigError
 from reverb_py.server import Server
 from reverb_py.table import Table
 
@@ -73,10 +74,6 @@ _logger = logging.getLogger("reverb_py")
 DEFAULT_HOST = "localhost"
 DEFAULT_PORT = 8000
 MISMATCH_POLICIES = ("warn", "refuse")
-
-
-class ConfigError(ValueError):
-    """A config file that cannot be used; the message names the bad field."""
 
 
 def _field(mapping: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...],

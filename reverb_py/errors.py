@@ -18,7 +18,11 @@ class                             also a                                    gRPC
 :class:`InternalError`            ``RuntimeError``                          INTERNAL
 :class:`UnimplementedError`       ``NotImplementedError``                   UNIMPLEMENTED
 :class:`UnknownError`             ``RuntimeError``                          any other code
+:class:`CorruptRecordError`       ``ValueError``                            (checkpoint files)
 ================================  =======================================  ===================
+
+One error is not a :class:`ReverbError`: :class:`ConfigError`, a ``ValueError`` the
+daemon raises for a config file it cannot use.
 
 ``asyncio.CancelledError`` is never wrapped: cancelling a waiting call cancels it.
 """
@@ -38,6 +42,8 @@ __all__ = [
     "InternalError",
     "UnimplementedError",
     "UnknownError",
+    "CorruptRecordError",
+    "ConfigError",
 ]
 
 
@@ -90,3 +96,22 @@ class UnimplementedError(ReverbError, NotImplementedError):
 
 class UnknownError(ReverbError, RuntimeError):
     """A failure with a status that has no more specific class."""
+
+
+class CorruptRecordError(ReverbError, ValueError):
+    """A TFRecord file is damaged: checksum mismatch, truncation or a broken zlib stream.
+
+    Also a checkpoint that cannot be read (``reverb_py.checkpointers`` names it
+    ``CheckpointCorruptedError``).
+
+    Attributes:
+      path: The file, when known.
+    """
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; the message names the bad field."""

@@ -38,13 +38,13 @@ from typing import Any
 
 from reverb_py import _gc, _impl, errors, item_selectors, rate_limiters
 from reverb_py._proto import checkpoint_pb2, schema_pb2
+from reverb_py._pure._common import KEY_MAX
 from reverb_py.reverb_types import SpecNest, TableInfo
 
 __all__ = ["Item", "SampledItem", "Table", "TableExtensionBase", "TableSnapshot"]
 
 _TIMEOUT_MESSAGE = "Rate Limiter: Timeout exceeded before the right to insert was acquired."
 _CLOSED_MESSAGE = "RateLimiter has been cancelled"
-_MAX_UINT64 = 2**64
 
 
 class Item:
@@ -549,7 +549,7 @@ class Table:
             if isinstance(key, bool) or not hasattr(key, "__index__"):
                 raise errors.InvalidArgumentError(f"Item key must be an integer, got {key!r}.")
             item.key = key = int(key)
-        if not 0 <= key < _MAX_UINT64:
+        if not 0 <= key <= KEY_MAX:
             raise errors.InvalidArgumentError(
                 f"Key must be an integer in [0, 2**64), got {key!r}."
             )
@@ -938,6 +938,22 @@ class Table:
             (the table is then left empty).
         """
         checkpoint = snapshot.checkpoint
+        config, sampler, remover = self._validate_checkpoint(checkpoint)
+        self._swap_state(checkpoint, config, sampler, remover)
+        self._restore_items(snapshot.items)
+        if self._insert_waiters or self._sample_waiters:
+            self._pump()
+
+    def _validate_checkpoint(
+        self, checkpoint: checkpoint_pb2.PriorityTableCheckpoint
+    ) -> tuple[rate_limiters.RateLimiter, item_selectors.ItemSelector, item_selectors.ItemSelector]:
+        """The first step of :meth:`restore`: checks the snapshot's table name, rate
+        limiter, selectors and ``max_size``; returns the rate limiter's settings (bound
+        to this table), the sampler and the remover. Changes nothing of the table.
+
+        Raises:
+          InvalidArgumentError: the snapshot is of another table or a setting is bad.
+        """
         if checkpoint.table_name != self._name:
             raise errors.InvalidArgumentError(
                 f"Checkpoint of table {checkpoint.table_name!r} cannot be restored into "
@@ -959,11 +975,23 @@ class Table:
             raise errors.InvalidArgumentError(
                 f"Checkpoint of table {self._name!r} has max_size {checkpoint.max_size}."
             )
+        return config, sampler, remover
+
+    def _swap_state(
+        self,
+        checkpoint: checkpoint_pb2.PriorityTableCheckpoint,
+        config: rate_limiters.RateLimiter,
+        sampler: item_selectors.ItemSelector,
+        remover: item_selectors.ItemSelector,
+    ) -> None:
+        """The second step of :meth:`restore`: drops every item and takes the
+        snapshot's settings, rate-limiter state, signature and statistics."""
         self._items.clear()
         self._episodes.clear()
         self._max_size = int(checkpoint.max_size)
         self._max_times_sampled = int(checkpoint.max_times_sampled)
         self._rate_limiter_config = config
+        rl = checkpoint.rate_limiter
         self._limiter = _impl.RateLimiterState(
             rl.samples_per_insert,
             rl.min_size_to_sample,
@@ -984,18 +1012,26 @@ class Table:
             self._signature = None
         self._num_deleted_episodes = int(checkpoint.num_deleted_episodes)
         self._num_unique_samples = int(checkpoint.num_unique_samples)
+
+    def _restore_items(self, items: Iterable[Item]) -> None:
+        """The last step of :meth:`restore`: inserts the snapshot's items, in order,
+        without touching the rate limiter.
+
+        Raises:
+          InvalidArgumentError: an item is bad (the table is then left empty).
+        """
         check_item = self._check_item
         strict_insert = self._strict.insert
         lax_insert = self._lax.insert
         table_items = self._items
         episodes = self._episodes
         try:
-            for item in snapshot.items:
+            for item in items:
                 key = item.key
                 priority = item.priority
                 if (
                     type(key) is not int  # noqa: E721 - exact types: the usual case
-                    or not 0 <= key < _MAX_UINT64
+                    or not 0 <= key <= KEY_MAX
                     or type(priority) is not float  # noqa: E721
                 ):
                     check_item(item)
@@ -1014,8 +1050,6 @@ class Table:
             raise errors.InvalidArgumentError(
                 f"Checkpoint of table {self._name!r} has a bad item: {error}"
             ) from None
-        if self._insert_waiters or self._sample_waiters:
-            self._pump()
 
     def close(self) -> None:
         """Closes the table: waiting and later inserts and samples fail.

@@ -32,10 +32,11 @@ from google.protobuf.message import DecodeError
 
 from reverb_py._codec import chunk_key_and_episode, encode_stored_item
 from reverb_py._proto import schema_pb2
+from reverb_py._pure._common import KEY_MAX
 from reverb_py.errors import InvalidArgumentError
 
 with warnings.catch_warnings():
-    # See reverb_py._tfrecord: the fallback warning is reported there.
+    # See reverb_py._storage.tfrecord: the fallback warning is reported there.
     warnings.simplefilter("ignore", RuntimeWarning)
     import google_crc32c
 
@@ -49,14 +50,16 @@ __all__ = [
     "split_records",
 ]
 
-_MASK_DELTA = 0xA282EAD8
-_LENGTH = struct.Struct("<Q")
-_CRC = struct.Struct("<I")
-_HEADER = struct.Struct("<QI")
-_HEADER_SIZE = 12
-_FRAMING = 16
+# TFRecord's framing, the one definition (reverb_py._storage.tfrecord reads and writes
+# with these; the compiled twin keeps C copies of the sizes and the mask, crc32c.h).
+MASK_DELTA = 0xA282EAD8
+LENGTH = struct.Struct("<Q")
+CRC = struct.Struct("<I")
+HEADER = struct.Struct("<QI")
+HEADER_SIZE = HEADER.size  # 12: the length and its CRC
+FOOTER_SIZE = CRC.size  # 4: the payload's CRC
+FRAMING_SIZE = HEADER_SIZE + FOOTER_SIZE  # 16 bytes of framing per record
 _NS = 1_000_000_000
-_UINT64_END = 1 << 64
 _INT64_MIN = -(1 << 63)
 _INT64_END = 1 << 63
 
@@ -69,15 +72,15 @@ ItemFactory = Callable[[int, float, bytes, tuple[Any, ...], tuple[int, ...], int
 def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
     """TFRecord's masked CRC32C of ``data``."""
     crc: int = _crc32c_value(bytes(data))
-    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + MASK_DELTA) & 0xFFFFFFFF
 
 
 def _frame(payload: bytes, out: bytearray) -> None:
-    length_bytes = _LENGTH.pack(len(payload))
+    length_bytes = LENGTH.pack(len(payload))
     out += length_bytes
-    out += _CRC.pack(masked_crc32c(length_bytes))
+    out += CRC.pack(masked_crc32c(length_bytes))
     out += payload
-    out += _CRC.pack(masked_crc32c(payload))
+    out += CRC.pack(masked_crc32c(payload))
 
 
 def frame_records(payloads: Sequence[bytes | bytearray | memoryview]) -> bytes:
@@ -112,7 +115,7 @@ def encode_items(items: Sequence[Any], table_field: bytes) -> bytes:
         key = item.key
         if type(key) is not int:  # noqa: E721 - numpy integers and the like
             key = operator.index(key)
-        if not 0 <= key < _UINT64_END:
+        if not 0 <= key <= KEY_MAX:
             raise InvalidArgumentError(f"Item key {key!r} is not in [0, 2**64).")
         times_sampled = item.times_sampled
         if type(times_sampled) is not int:  # noqa: E721
@@ -159,18 +162,18 @@ def split_records(data: bytes | bytearray | memoryview, pos: int = 0) -> tuple[l
         raise ValueError(f"pos {pos} is outside the data (0..{size}).")
     payloads: list[bytes] = []
     append = payloads.append
-    while size - pos >= _FRAMING:
-        length, length_crc = _HEADER.unpack_from(view, pos)
+    while size - pos >= FRAMING_SIZE:
+        length, length_crc = HEADER.unpack_from(view, pos)
         if masked_crc32c(view[pos : pos + 8]) != length_crc:
             break
-        start = pos + _HEADER_SIZE
-        if length > size - start - 4:
+        start = pos + HEADER_SIZE
+        if length > size - start - FOOTER_SIZE:
             break
         payload = bytes(view[start : start + length])
-        if masked_crc32c(payload) != _CRC.unpack_from(view, start + length)[0]:
+        if masked_crc32c(payload) != CRC.unpack_from(view, start + length)[0]:
             break
         append(payload)
-        pos = start + length + 4
+        pos = start + length + FOOTER_SIZE
     return payloads, pos
 
 

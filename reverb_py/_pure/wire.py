@@ -12,6 +12,8 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Final
 
+from reverb_py._pure._common import KEY_MAX
+
 __all__ = [
     "encode_column",
     "encode_item",
@@ -20,7 +22,7 @@ __all__ = [
     "length_delimited",
 ]
 
-_MASK: Final = (1 << 64) - 1
+_MASK: Final = KEY_MAX  # the largest key is the largest uint64: 64 one bits
 _MIN: Final = -(1 << 63)
 _SMALL_VARINTS: Final = tuple(
     bytes([value]) if value < 0x80 else bytes([(value & 0x7F) | 0x80, value >> 7])

@@ -23,7 +23,8 @@ import reverb_py
 from reverb_py import checkpointers, rate_limiters, selectors
 from reverb_py._proto import checkpoint_pb2, schema_pb2
 from reverb_py._service import Chunk, parse_chunk
-from reverb_py._tfrecord import RecordWriter, read_records
+from reverb_py._storage import layout, save
+from reverb_py._storage.tfrecord import RecordWriter, read_records
 from reverb_py.checkpointers import (
     CheckpointCorruptedError,
     CheckpointerBase,
@@ -124,7 +125,7 @@ def state(snapshots: Sequence[TableSnapshot]) -> list[Any]:
 
 
 def checkpoint_dirs(root: Path) -> list[str]:
-    return sorted(name for name in os.listdir(root) if checkpointers._parse_timestamp(name))
+    return sorted(name for name in os.listdir(root) if layout.parse_timestamp(name))
 
 
 def flip_byte(path: Path, position: int | None = None) -> None:
@@ -342,40 +343,40 @@ def reverb_latest(root: Path) -> str | None:
 
 def test_timestamp_names() -> None:
     ns = 1_796_017_201_123_456_789
-    name = checkpointers._format_timestamp(ns, 0)
+    name = layout.format_timestamp(ns, 0)
     assert name == "2026-11-30T05-40-01.123456789+00-00"
-    assert checkpointers._parse_timestamp(name) == ns
-    assert checkpointers._format_timestamp(ns, 3600) == "2026-11-30T06-40-01.123456789+01-00"
-    assert checkpointers._format_timestamp(ns, -(5 * 3600 + 30 * 60)) == (
+    assert layout.parse_timestamp(name) == ns
+    assert layout.format_timestamp(ns, 3600) == "2026-11-30T06-40-01.123456789+01-00"
+    assert layout.format_timestamp(ns, -(5 * 3600 + 30 * 60)) == (
         "2026-11-30T00-10-01.123456789-05-30"
     )
     for offset in (0, 3600, -(5 * 3600 + 30 * 60), 14 * 3600):
-        formatted = checkpointers._format_timestamp(ns, offset)
-        assert checkpointers._parse_timestamp(formatted) == ns, formatted
+        formatted = layout.format_timestamp(ns, offset)
+        assert layout.parse_timestamp(formatted) == ns, formatted
         assert not WINDOWS_FORBIDDEN & set(formatted), formatted
     # Without an offset: the local time zone's, as Reverb.
-    local = checkpointers._format_timestamp(ns)
-    assert local == checkpointers._format_timestamp(ns, time.localtime(ns // 10**9).tm_gmtoff)
+    local = layout.format_timestamp(ns)
+    assert local == layout.format_timestamp(ns, time.localtime(ns // 10**9).tm_gmtoff)
     assert not WINDOWS_FORBIDDEN & set(local)
     # Styles are not mixed.
-    assert checkpointers._parse_timestamp("2026-11-30T05-40:01.1+00:00") is None
-    assert checkpointers._parse_timestamp("2026-11-30T05-40-01.1+00:00") is None
+    assert layout.parse_timestamp("2026-11-30T05-40:01.1+00:00") is None
+    assert layout.parse_timestamp("2026-11-30T05-40-01.1+00:00") is None
     # Reverb's names: local zone, as many fraction digits as needed.
-    assert checkpointers._parse_timestamp("2026-11-30T06:40:01.123456789+01:00") == ns
-    assert checkpointers._parse_timestamp("2026-11-30T05:40:01.5Z") == (
+    assert layout.parse_timestamp("2026-11-30T06:40:01.123456789+01:00") == ns
+    assert layout.parse_timestamp("2026-11-30T05:40:01.5Z") == (
         ns - 123_456_789 + 500_000_000
     )
-    assert checkpointers._parse_timestamp("2026-11-30T05:40:01+00:00") == ns - 123_456_789
+    assert layout.parse_timestamp("2026-11-30T05:40:01+00:00") == ns - 123_456_789
     for bad in ("stray.txt", "zzz", "2026-13-30T05:40:01+00:00", ".tmp-x", "2026-11-30"):
-        assert checkpointers._parse_timestamp(bad) is None
-    assert checkpointers._format_timestamp(5) < checkpointers._format_timestamp(10**9)
+        assert layout.parse_timestamp(bad) is None
+    assert layout.format_timestamp(5) < layout.format_timestamp(10**9)
 
 
 def test_saved_names_have_no_character_windows_forbids(tmp_path: Path) -> None:
     path = DefaultCheckpointer(tmp_path).save([simple_table().snapshot()])
     name = os.path.basename(path)
     assert not WINDOWS_FORBIDDEN & set(name), name
-    assert checkpointers._parse_timestamp(name) is not None
+    assert layout.parse_timestamp(name) is not None
 
 
 def test_names_sort_in_time_order_within_one_offset() -> None:
@@ -383,7 +384,7 @@ def test_names_sort_in_time_order_within_one_offset() -> None:
     steps = [0, 1, 999, 10**9 - 1, 10**9, 59 * 10**9, 3600 * 10**9, 86_400 * 10**9,
              400 * 86_400 * 10**9]
     for offset in (0, 3600, -18_000):
-        names = [checkpointers._format_timestamp(base + step, offset) for step in steps]
+        names = [layout.format_timestamp(base + step, offset) for step in steps]
         assert names == sorted(names) and len(set(names)) == len(names)
 
 
@@ -395,14 +396,14 @@ def test_names_sort_in_time_order_against_reverbs(offset: int) -> None:
     base = 1_796_017_200_000_000_000  # On the hour.
     for earlier, later in [(0, 1), (0, 59 * 60 * 10**9), (0, 3600 * 10**9),
                            (10**9, 3601 * 10**9), (0, 86_400 * 10**9)]:
-        reverb_first = reverb_name(base + earlier, offset) < checkpointers._format_timestamp(
+        reverb_first = reverb_name(base + earlier, offset) < layout.format_timestamp(
             base + later, offset)
-        ours_first = checkpointers._format_timestamp(base + earlier, offset) < reverb_name(
+        ours_first = layout.format_timestamp(base + earlier, offset) < reverb_name(
             base + later, offset)
         assert ours_first, (earlier, later)
         same_hour = (base + earlier) // (3600 * 10**9) == (base + later) // (3600 * 10**9)
         assert reverb_first != same_hour, (earlier, later)
-        assert checkpointers._parse_timestamp(reverb_name(base + later, offset)) == (
+        assert layout.parse_timestamp(reverb_name(base + later, offset)) == (
             base + later)
 
 
@@ -422,9 +423,9 @@ def test_newest_is_found_by_both_across_naming_styles(tmp_path: Path, keep: int)
     checkpointer = DefaultCheckpointer(tmp_path, keep=keep)
     # Reverb wrote first (this hour, just before), then reverb_py.
     now = time.time_ns()
-    offset = checkpointers._utc_offset(now)
+    offset = layout.utc_offset(now)
     reverb_style = reverb_name(now - 10**9, offset)
-    assert checkpointers._parse_timestamp(reverb_style) == now - 10**9
+    assert layout.parse_timestamp(reverb_style) == now - 10**9
     path = DefaultCheckpointer(tmp_path / "w").save([simple_table("by_reverb").snapshot()])
     os.rename(path, tmp_path / reverb_style)
     ours = os.path.basename(checkpointer.save([simple_table("by_reverb_py").snapshot()]))
@@ -432,7 +433,7 @@ def test_newest_is_found_by_both_across_naming_styles(tmp_path: Path, keep: int)
     loaded = checkpointer.load_latest(parse_chunk)
     assert loaded is not None and os.path.basename(loaded[0]) == ours
     # Then Reverb again, later (same hour): its name sorts after ours.
-    ns = checkpointers._parse_timestamp(ours)
+    ns = layout.parse_timestamp(ours)
     assert ns is not None
     later = reverb_name(ns + 10**6, offset)
     path = DefaultCheckpointer(tmp_path / "w").save([simple_table("by_reverb").snapshot()])
@@ -448,9 +449,9 @@ def test_an_older_checkpoint_that_sorts_last_is_renamed(
     # E.g. the clocks went back an hour (daylight saving), or a Reverb checkpoint of the
     # same hour: the older name sorts after the new one.
     checkpointer = DefaultCheckpointer(tmp_path, keep=3)
-    monkeypatch.setattr(checkpointers, "_utc_offset", lambda ns: 3600)
+    monkeypatch.setattr(layout, "utc_offset", lambda ns: 3600)
     first = checkpointer.save([simple_table("first").snapshot()])
-    monkeypatch.setattr(checkpointers, "_utc_offset", lambda ns: 0)
+    monkeypatch.setattr(layout, "utc_offset", lambda ns: 0)
     second = checkpointer.save([simple_table("second").snapshot()])
     assert os.path.basename(first) > os.path.basename(second)  # Before the rename.
     assert not os.path.exists(first)
@@ -459,7 +460,7 @@ def test_an_older_checkpoint_that_sorts_last_is_renamed(
     assert len(names) == 2 and all(name.endswith("+00-00") for name in names)
     renamed = DefaultCheckpointer(tmp_path).load(tmp_path / names[0], parse_chunk)
     assert [s.checkpoint.table_name for s in renamed] == ["first"]
-    assert checkpointers._parse_timestamp(names[0]) == checkpointers._parse_timestamp(
+    assert layout.parse_timestamp(names[0]) == layout.parse_timestamp(
         os.path.basename(first))
 
 
@@ -467,7 +468,7 @@ def test_names_grow_even_within_one_nanosecond(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checkpointer = DefaultCheckpointer(tmp_path, keep=10)
-    monkeypatch.setattr(checkpointers.time, "time_ns", lambda: 1_796_017_201_000_000_000)
+    monkeypatch.setattr(layout.time, "time_ns", lambda: 1_796_017_201_000_000_000)
     paths = [checkpointer.save([simple_table().snapshot()]) for _ in range(3)]
     assert len(set(paths)) == 3
     assert paths == sorted(paths)
@@ -483,9 +484,9 @@ def test_name_follows_a_checkpoint_from_the_future(tmp_path: Path) -> None:
     DefaultCheckpointer(tmp_path).save([simple_table("old").snapshot()])
     os.rename(tmp_path / checkpoint_dirs(tmp_path)[0], future)
     path = DefaultCheckpointer(tmp_path).save([simple_table("new").snapshot()])
-    ns = checkpointers._parse_timestamp(future.name)
+    ns = layout.parse_timestamp(future.name)
     assert ns is not None
-    assert os.path.basename(path) == checkpointers._format_timestamp(ns + 1)
+    assert os.path.basename(path) == layout.format_timestamp(ns + 1)
     loaded = DefaultCheckpointer(tmp_path).load_latest(parse_chunk)
     assert loaded is not None and loaded[0] == path
     assert [s.checkpoint.table_name for s in loaded[1]] == ["new"]
@@ -885,7 +886,7 @@ async def test_any_chunk_factory_and_sharing(tmp_path: Path) -> None:
 async def test_progress_callback_and_log_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(checkpointers, "_LOG_INTERVAL_S", 0.0)
+    monkeypatch.setattr(layout, "LOG_INTERVAL_S", 0.0)
     table = Table("t", selectors.Fifo(), selectors.Fifo(), 5000, rate_limiters.MinSize(1))
     for key in range(2500):
         await table.insert(make_item(key, 1.0, make_chunk(key + 1, 0)))
@@ -987,13 +988,13 @@ def big_table(name: str, count: int) -> Table:
 
 
 def test_many_items_across_batches_round_trip(tmp_path: Path) -> None:
-    tables = [big_table("a", 2 * checkpointers._ITEM_BATCH + 17), big_table("b", 5)]
+    tables = [big_table("a", 2 * save.ITEM_BATCH + 17), big_table("b", 5)]
     snapshots = [table.snapshot() for table in tables]
     calls: list[tuple[int, int]] = []
     path = DefaultCheckpointer(tmp_path).save(snapshots, lambda b, i: calls.append((b, i)))
     total = sum(len(snapshot.items) for snapshot in snapshots)
     assert calls[-1][1] == total
-    assert all(later[1] - earlier[1] <= checkpointers._PROGRESS_ITEMS
+    assert all(later[1] - earlier[1] <= layout.PROGRESS_ITEMS
                for earlier, later in zip(calls, calls[1:]))
     loaded = DefaultCheckpointer(tmp_path).load(path, parse_chunk)
     assert state(loaded) == state(snapshots)

@@ -41,4 +41,19 @@ def test_not_found_is_not_a_key_error() -> None:
 def test_top_level_names() -> None:
     assert reverb_py.ReverbError is errors.ReverbError
     assert reverb_py.DeadlineExceededError is errors.DeadlineExceededError
-    assert set(errors.__all__) == {c.__name__ for c in BUILTINS} | {"ReverbError"}
+    assert set(errors.__all__) == {c.__name__ for c in BUILTINS} | {
+        "ReverbError",
+        "CorruptRecordError",
+        "ConfigError",
+    }
+
+
+def test_corrupt_record_and_config_errors_keep_their_bases() -> None:
+    assert errors.CorruptRecordError.__bases__ == (errors.ReverbError, ValueError)
+    assert errors.ConfigError.__bases__ == (ValueError,)
+    error = errors.CorruptRecordError("bad", "/x/items.tfrecord")
+    assert str(error) == "/x/items.tfrecord: bad" and error.path == "/x/items.tfrecord"
+    from reverb_py import _daemon, checkpointers
+
+    assert _daemon.ConfigError is errors.ConfigError
+    assert checkpointers.CheckpointCorruptedError is errors.CorruptRecordError

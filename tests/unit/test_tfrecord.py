@@ -1,7 +1,8 @@
-"""TFRecord framing, ZLIB streams, and detection of damaged files (reverb_py._tfrecord)."""
+"""TFRecord framing, ZLIB streams, and detection of damaged files (_storage.tfrecord)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import struct
@@ -10,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from reverb_py import _tfrecord, errors
-from reverb_py._tfrecord import (
+from reverb_py import errors
+from reverb_py._storage import tfrecord
+from reverb_py._storage.tfrecord import (
     COMPRESSION_NONE,
     COMPRESSION_ZLIB,
     CorruptRecordError,
@@ -146,7 +148,7 @@ def test_reads_a_stream_compressed_in_one_go(tmp_path: Path) -> None:
 
 
 def test_large_payload_read_in_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_tfrecord, "_READ_PIECE", 1000)
+    monkeypatch.setattr(tfrecord, "_READ_PIECE", 1000)
     records = [os.urandom(10_500), b"z" * 4321]
     for compression in (COMPRESSION_NONE, COMPRESSION_ZLIB):
         write_file(tmp_path / "f", records, compression)
@@ -195,6 +197,7 @@ def test_error_type() -> None:
     assert isinstance(error, ValueError)
     assert str(error) == "/x/items.tfrecord: bad"
     assert error.path == "/x/items.tfrecord"
+    assert CorruptRecordError is errors.CorruptRecordError
 
 
 @pytest.mark.parametrize("compression", [COMPRESSION_NONE, COMPRESSION_ZLIB])
@@ -309,9 +312,9 @@ def test_write_many_and_write_framed_give_the_same_records(
 def test_compressed_in_many_segments_is_one_standard_zlib_stream(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_tfrecord, "_SEGMENT", 4096)
-    monkeypatch.setattr(_tfrecord, "_BATCH_SIZE", 5000)
-    monkeypatch.setattr(_tfrecord, "_IN_FLIGHT", 2)
+    monkeypatch.setattr(tfrecord, "_SEGMENT", 4096)
+    monkeypatch.setattr(tfrecord, "_BATCH_SIZE", 5000)
+    monkeypatch.setattr(tfrecord, "_IN_FLIGHT", 2)
     records = mixed_records()
     write_file(tmp_path / "f", records, COMPRESSION_ZLIB)
     raw = (tmp_path / "f").read_bytes()
@@ -326,7 +329,7 @@ def test_compresses_in_the_calling_thread_when_no_worker_can_start(
         def submit(self, *args: object) -> None:
             raise RuntimeError("cannot schedule new futures after interpreter shutdown")
 
-    monkeypatch.setattr(_tfrecord, "_deflate_pool", Refusing)
+    monkeypatch.setattr(tfrecord, "_deflate_pool", Refusing)
     records = mixed_records()
     write_file(tmp_path / "f", records, COMPRESSION_ZLIB)
     assert zlib.decompress((tmp_path / "f").read_bytes()) == b"".join(
@@ -335,11 +338,11 @@ def test_compresses_in_the_calling_thread_when_no_worker_can_start(
 
 
 def test_a_forked_process_gets_its_own_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    pool = _tfrecord._deflate_pool()
-    assert _tfrecord._deflate_pool() is pool
-    monkeypatch.setattr(_tfrecord, "_pool", pool)
-    monkeypatch.setattr(_tfrecord, "_pool_pid", -1)  # As seen from a forked child.
-    fresh = _tfrecord._deflate_pool()
+    pool = tfrecord._deflate_pool()
+    assert tfrecord._deflate_pool() is pool
+    monkeypatch.setattr(tfrecord, "_pool", pool)
+    monkeypatch.setattr(tfrecord, "_pool_pid", -1)  # As seen from a forked child.
+    fresh = tfrecord._deflate_pool()
     try:
         assert fresh is not pool
         assert fresh.submit(sum, [1, 2]).result() == 3
@@ -352,12 +355,12 @@ def test_adler32_combine() -> None:
     for _ in range(300):
         first = rng.randbytes(rng.randrange(0, 100))
         second = rng.randbytes(rng.choice([0, 1, 65520, 65521, 65522, rng.randrange(200_000)]))
-        combined = _tfrecord._adler32_combine(zlib.adler32(first), zlib.adler32(second), len(second))
+        combined = tfrecord._adler32_combine(zlib.adler32(first), zlib.adler32(second), len(second))
         assert combined == zlib.adler32(first + second)
 
 
 def test_abort_with_segments_in_flight(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_tfrecord, "_BATCH_SIZE", 1000)
+    monkeypatch.setattr(tfrecord, "_BATCH_SIZE", 1000)
     writer = RecordWriter(tmp_path / "f")
     writer.write_many([b"x" * 900] * 20)
     writer.abort()
@@ -370,8 +373,8 @@ def test_abort_with_segments_in_flight(tmp_path: Path, monkeypatch: pytest.Monke
 def test_batches_with_records_larger_than_a_block(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compression: str
 ) -> None:
-    monkeypatch.setattr(_tfrecord, "_READ_BLOCK", 100)
-    monkeypatch.setattr(_tfrecord, "_READ_PIECE", 1000)
+    monkeypatch.setattr(tfrecord, "_READ_BLOCK", 100)
+    monkeypatch.setattr(tfrecord, "_READ_PIECE", 1000)
     records = mixed_records()
     write_file(tmp_path / "f", records, compression)
     with RecordReader(tmp_path / "f") as reader:
@@ -385,7 +388,7 @@ def test_batches_with_records_larger_than_a_block(
 def test_damage_is_found_at_every_block_boundary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_tfrecord, "_READ_BLOCK", 37)
+    monkeypatch.setattr(tfrecord, "_READ_BLOCK", 37)
     records = [b"", b"abc", b"x" * 50, b"y" * 7, b"z" * 120]
     frames = b"".join(encode_record(r) for r in records)
     for position in range(len(frames)):
@@ -404,3 +407,17 @@ def test_damage_is_found_at_every_block_boundary(
             with pytest.raises(CorruptRecordError, match="truncated"):
                 got.extend(read_records(tmp_path / "f", COMPRESSION_NONE))
         assert got == records[: len(got)]
+
+
+def test_the_slow_crc32c_warning_is_logged_once_on_first_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(tfrecord._impl, "IMPLEMENTATION", "python")
+    monkeypatch.setattr(tfrecord.google_crc32c, "implementation", "python", raising=False)
+    monkeypatch.setattr(tfrecord, "_checked_crc32c", False)
+    with caplog.at_level(logging.WARNING, logger="reverb_py"):
+        for _ in range(2):
+            with RecordWriter(tmp_path / "f") as writer:
+                writer.write(b"x")
+            assert list(read_records(tmp_path / "f")) == [b"x"]
+    assert caplog.text.count("checkpoint checksums use its slow pure-Python fallback") == 1

@@ -36,7 +36,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import IO, Any
 
-from reverb_py import _impl, errors
+from reverb_py import _impl
+from reverb_py._pure.checkpoint_records import CRC as _CRC
+from reverb_py._pure.checkpoint_records import FOOTER_SIZE as _FOOTER_SIZE
+from reverb_py._pure.checkpoint_records import HEADER as _HEADER
+from reverb_py._pure.checkpoint_records import HEADER_SIZE as _HEADER_SIZE
+from reverb_py._pure.checkpoint_records import LENGTH as _LENGTH
+from reverb_py.errors import CorruptRecordError
 
 with warnings.catch_warnings():
     # google-crc32c warns (RuntimeWarning) when only its pure-Python fallback imports;
@@ -57,23 +63,11 @@ __all__ = [
 
 _logger = logging.getLogger("reverb_py")
 
-if (  # pragma: no cover - env-dependent
-    _impl.IMPLEMENTATION == "python" and getattr(google_crc32c, "implementation", "c") != "c"
-):
-    # The pure twin of checkpoint_records takes its CRC32C from google-crc32c.
-    _logger.warning(
-        "google-crc32c has no C extension here: checkpoint checksums use its slow "
-        "pure-Python fallback."
-    )
-
 COMPRESSION_NONE = ""
 COMPRESSION_ZLIB = "ZLIB"
 
-_HEADER = struct.Struct("<QI")
-_LENGTH = struct.Struct("<Q")
-_CRC = struct.Struct("<I")
-_HEADER_SIZE = 12
-_FOOTER_SIZE = 4
+# The record framing (_HEADER, _LENGTH, _CRC and their sizes) is the checkpoint_records
+# twins': imported above from the pure one, which the compiled one matches.
 
 # Records smaller than this are gathered in a buffer and compressed/written in batches;
 # larger payloads are handed on as they are (no copy).
@@ -111,17 +105,23 @@ _READ_PIECE = 16 * 1024 * 1024
 _READ_BLOCK = 1024 * 1024
 
 
+_checked_crc32c = False
 
-class CorruptRecordError(errors.ReverbError, ValueError):
-    """A TFRecord file is damaged: checksum mismatch, truncation or a broken zlib stream.
 
-    Attributes:
-      path: The file, when known.
-    """
-
-    def __init__(self, message: str, path: str | None = None) -> None:
-        super().__init__(f"{path}: {message}" if path else message)
-        self.path = path
+def _check_crc32c() -> None:
+    """Warns once, on the first file opened, when checksums take the slow path."""
+    global _checked_crc32c
+    if _checked_crc32c:
+        return
+    _checked_crc32c = True
+    if (  # pragma: no cover - env-dependent
+        _impl.IMPLEMENTATION == "python" and getattr(google_crc32c, "implementation", "c") != "c"
+    ):
+        # The pure twin of checkpoint_records takes its CRC32C from google-crc32c.
+        _logger.warning(
+            "google-crc32c has no C extension here: checkpoint checksums use its slow "
+            "pure-Python fallback."
+        )
 
 
 masked_crc32c = _impl.checkpoint_records.masked_crc32c
@@ -137,20 +137,6 @@ def encode_record(payload: bytes) -> bytes:
     """One framed (uncompressed) record."""
     payload = bytes(payload)
     return _header(len(payload)) + payload + _CRC.pack(masked_crc32c(payload))
-
-
-def _fsync_dir(path: str) -> None:
-    """Makes a directory's entries durable (no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - e.g. Windows
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover - some file systems refuse fsync on directories
-        pass
-    finally:
-        os.close(fd)
 
 
 class RecordWriter:
@@ -189,6 +175,7 @@ class RecordWriter:
     ) -> None:
         if compression not in (COMPRESSION_NONE, COMPRESSION_ZLIB):
             raise ValueError(f"Unsupported TFRecord compression {compression!r}.")
+        _check_crc32c()
         self.path = os.fspath(path)
         self._file: IO[bytes] | None = open(self.path, "wb", buffering=_IO_BUFFER)  # noqa: SIM115
         self._level: int | None = None
@@ -529,6 +516,7 @@ class RecordReader:
     """
 
     def __init__(self, path: str | os.PathLike[str], compression: str | None = None) -> None:
+        _check_crc32c()
         self.path = os.fspath(path)
         file = open(self.path, "rb", buffering=_IO_BUFFER)  # noqa: SIM115
         try:
@@ -620,7 +608,9 @@ class RecordReader:
     def _report_tail(self, pending: bytes) -> None:
         """Raises for an incomplete record at the end of the file."""
         if len(pending) < _HEADER_SIZE:
-            raise self._corrupt(f"truncated record header ({len(pending)} of 12 bytes).")
+            raise self._corrupt(
+                f"truncated record header ({len(pending)} of {_HEADER_SIZE} bytes)."
+            )
         self._check_partial(pending)
         length = _LENGTH.unpack_from(pending)[0]
         present = len(pending) - _HEADER_SIZE
