@@ -1,8 +1,8 @@
 """Build of reverb_py's compiled hot structures.
 
 Every ``_speedups/<name>.pyx`` becomes the extension ``reverb_py._speedups.<name>``, and
-every module named in ``COMPILED_AS_IS`` is compiled from its pure twin
-``reverb_py/_pure/<name>.py`` as it is (the same source, so the same behaviour) into
+every module named in ``COMPILED_AS_IS`` is compiled from its pure source
+``reverb_py/_writer/<name>.py`` as it is (the same source, so the same behaviour) into
 ``reverb_py._speedups.<name>``.
 Extensions are optional: when no compiler is available the package installs and runs
 on its pure-Python twins (``reverb_py._impl.IMPLEMENTATION`` says which one is live).
@@ -22,6 +22,7 @@ from setuptools import Extension, setup
 
 HERE = pathlib.Path(__file__).parent
 COMPILED_AS_IS = ("internal_writer", "trajectory_writer")
+COMPILED_AS_IS_DIR = "reverb_py/_writer"
 NO_EXTENSIONS = bool(os.environ.get("REVERB_PY_NO_EXTENSIONS"))
 DEBUG = bool(os.environ.get("REVERB_PY_DEBUG_BUILD"))
 ANNOTATE = bool(os.environ.get("REVERB_PY_ANNOTATE"))
@@ -61,7 +62,7 @@ def _extensions() -> list:
     as_is = [
         Extension(
             f"reverb_py._speedups.{name}",
-            [f"reverb_py/_pure/{name}.py"],
+            [f"{COMPILED_AS_IS_DIR}/{name}.py"],
             language="c++",
             extra_compile_args=compile_args,
             define_macros=macros,
