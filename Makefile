@@ -87,5 +87,5 @@ interop: build $(REVERB_VENV)/.installed
 
 clean:
 	rm -rf build dist $(VENV) $(REVERB_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
-		reverb_py/_pure/*.cpp reverb_py/_pure/*.html
+		reverb_py/_writer/*.cpp reverb_py/_writer/*.html
 	find reverb_py -name '*.so' -delete -o -name '*.pyd' -delete

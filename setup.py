@@ -1,8 +1,8 @@
 """Build of reverb_py's compiled hot structures.
 
 Every ``_speedups/<name>.pyx`` becomes the extension ``reverb_py._speedups.<name>``, and
-every module named in ``COMPILED_AS_IS`` is compiled from its pure twin
-``reverb_py/_pure/<name>.py`` as it is (the same source, so the same behaviour) into
+every module named in ``COMPILED_AS_IS`` is compiled from its pure source
+``reverb_py/_writer/<name>.py`` as it is (the same source, so the same behaviour) into
 ``reverb_py._speedups.<name>``.
 
 Extensions are optional, all or nothing: when no C++ compiler is found, or any module
@@ -32,6 +32,7 @@ from setuptools.errors import BaseError, CCompilerError, CompileError
 
 HERE = pathlib.Path(__file__).parent
 COMPILED_AS_IS = ("internal_writer", "trajectory_writer")
+COMPILED_AS_IS_DIR = "reverb_py/_writer"
 NO_EXTENSIONS = bool(os.environ.get("REVERB_PY_NO_EXTENSIONS"))
 REQUIRE_EXTENSIONS = bool(os.environ.get("REVERB_PY_REQUIRE_SPEEDUPS"))
 DEBUG = bool(os.environ.get("REVERB_PY_DEBUG_BUILD"))
@@ -71,7 +72,7 @@ def _extensions() -> list:
     # No `optional=True`: cythonize() rebuilds every Extension from its own list of
     # settings and drops that flag. The fallback is BuildExt's, for all modules at once.
     sources = [str(path.relative_to(HERE)) for path in sorted((HERE / "_speedups").glob("*.pyx"))]
-    sources += [f"reverb_py/_pure/{name}.py" for name in COMPILED_AS_IS]
+    sources += [f"{COMPILED_AS_IS_DIR}/{name}.py" for name in COMPILED_AS_IS]
     return [
         Extension(
             f"reverb_py._speedups.{pathlib.PurePath(source).stem}",

@@ -112,7 +112,7 @@ def _make_tables(reverb: Any, max_size: int) -> list[Any]:
 def _in_process_restore(reverb: Any, directory: str, max_size: int) -> dict[str, Any]:
     """``DefaultCheckpointer(directory).load_latest(parse_chunk)`` then ``Table.restore``
     into fresh tables, each timed (in the server's child process, beside its tables)."""
-    from reverb_py._service import parse_chunk
+    from reverb_py.server._chunks import parse_chunk
 
     gc.collect()
     t0 = time.perf_counter()

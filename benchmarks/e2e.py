@@ -382,7 +382,7 @@ def run_profile(cfg: dict[str, Any], workload: str, top: int) -> None:
     import tempfile
 
     import reverb_py as reverb
-    from reverb_py import client as client_module
+    from reverb_py._client.channel import shared_loop_thread
 
     async def _call(fn: Callable[[], None]) -> None:
         fn()
@@ -399,7 +399,7 @@ def run_profile(cfg: dict[str, Any], workload: str, top: int) -> None:
     with ServerProcess(specs) as server:
         client = reverb.Client(server.address)
         client.server_info(timeout=30)
-        loop_thread = client_module._loop_thread()  # noqa: SLF001 - the client's loop thread
+        loop_thread = shared_loop_thread()  # the blocking clients' loop thread
         if workload.startswith("sample") or workload == "mutate":
             fill(client, server, "t", frames if workload == "sample_frames" else small,
                  specs[0][2], np.random.default_rng(0).uniform(0.1, 2.0, 4096))

@@ -13,8 +13,7 @@ from reverb_py import (
     selectors,
 )
 from reverb_py._impl import IMPLEMENTATION
-from reverb_py._legacy_writer import Writer
-from reverb_py.client import Client
+from reverb_py.client import Client, Writer
 from reverb_py.errors import DeadlineExceededError, ReverbError
 from reverb_py.replay_sample import ReplaySample, SampleInfo
 from reverb_py.server import Server

@@ -8,11 +8,13 @@ The rest of the package imports from here, never from ``_pure`` or ``_speedups``
   columns);
 * the ``checkpoint_records`` module: checkpoint record framing and stored items;
 * the ``mutations`` module: ``MutatePriorities``' wire format and ``Table.mutate``'s
-  update step;
-* the writer modules ``internal_writer`` (the engine) and ``trajectory_writer`` (the
-  Python writers), whose compiled twins are their pure sources compiled as they are
-  (``reverb_py._internal_writer`` and ``reverb_py.trajectory_writer`` are the selected
-  ones).
+  update step.
+
+The writer modules ``internal_writer`` (the engine) and ``trajectory_writer`` (the
+Python writers) have compiled twins too: their sources in ``reverb_py._writer`` compiled
+as they are. They belong to the writer layer above this module, which imports them
+(``reverb_py._writer.engine`` and ``reverb_py.trajectory_writer``) keyed on
+:data:`IMPLEMENTATION`; their being built counts in the all-or-nothing choice below.
 
 The choice is all-or-nothing: either everything comes from the compiled modules built
 from ``_speedups/`` (``IMPLEMENTATION == "cython"``), or everything comes from the
@@ -37,9 +39,7 @@ __all__ = [
     "RateLimiterState",
     "SumTree",
     "checkpoint_records",
-    "internal_writer",
     "mutations",
-    "trajectory_writer",
     "wire",
 ]
 
@@ -58,7 +58,7 @@ COMPILED_MODULES = (
     "trajectory_writer",
 )
 """The modules of ``reverb_py._speedups``, each with a twin in ``reverb_py._pure``
-(the last two are built from those twins; see ``setup.py``)."""
+(the last two are built from their sources in ``reverb_py._writer``; see ``setup.py``)."""
 
 
 def _compiled_modules_built() -> bool:
@@ -66,8 +66,7 @@ def _compiled_modules_built() -> bool:
 
 
 # `wire` comes first in both branches: reverb_py._codec, which other modules import,
-# takes its encoders from it. The writer modules come last, the engine before the
-# writers (which import it through reverb_py._internal_writer, i.e. from here).
+# takes its encoders from it.
 if TYPE_CHECKING or NO_EXTENSIONS or not _compiled_modules_built():
     from reverb_py._pure import wire  # isort: skip
     from reverb_py._pure import checkpoint_records, mutations
@@ -76,9 +75,6 @@ if TYPE_CHECKING or NO_EXTENSIONS or not _compiled_modules_built():
     from reverb_py._pure.ordered_keys import OrderedKeys
     from reverb_py._pure.rate_limiter_state import RateLimiterState
     from reverb_py._pure.sum_tree import SumTree
-
-    from reverb_py._pure import internal_writer  # isort: skip
-    from reverb_py._pure import trajectory_writer  # isort: skip
 
     IMPLEMENTATION = "python"
 else:
@@ -89,8 +85,5 @@ else:
     from reverb_py._speedups.ordered_keys import OrderedKeys
     from reverb_py._speedups.rate_limiter_state import RateLimiterState
     from reverb_py._speedups.sum_tree import SumTree
-
-    from reverb_py._speedups import internal_writer  # isort: skip
-    from reverb_py._speedups import trajectory_writer  # isort: skip
 
     IMPLEMENTATION = "cython"

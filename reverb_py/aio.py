@@ -23,30 +23,21 @@ from typing import Any
 import grpc
 
 from reverb_py import _impl, errors
+from reverb_py._client.channel import (
+    MUTATE_PRIORITIES_PATH,
+    PATH_PREFIX,
+    channel_options,
+    identity,
+)
+from reverb_py._client.sampling import sample_stream, to_replay_samples
 from reverb_py._proto import reverb_service_pb2, schema_pb2
-from reverb_py._sampling import sample_stream, to_replay_samples
 from reverb_py._status import error_from_rpc
+from reverb_py._writer import engine, factory
 from reverb_py.replay_sample import ReplaySample
 from reverb_py.reverb_types import TableInfo
+from reverb_py.trajectory_writer import AsyncTrajectoryWriter
 
 __all__ = ["Client", "channel_options"]
-
-_PATH = "/deepmind.reverb.ReverbService/"
-
-
-def _identity(data: bytes) -> bytes:
-    return data
-
-
-def channel_options() -> list[tuple[str, Any]]:
-    """Reverb's client channel settings: round robin, unlimited sizes, 30 s backoff."""
-    return [
-        ("grpc.lb_policy_name", "round_robin"),
-        ("grpc.max_send_message_length", -1),
-        ("grpc.max_receive_message_length", -1),
-        ("grpc.max_reconnect_backoff_ms", 30_000),
-        ("grpc.enable_retries", 0),
-    ]
 
 
 class Client:
@@ -107,7 +98,7 @@ class Client:
         wait_for_ready: bool = True,
     ) -> Any:
         call = self.channel().unary_unary(
-            _PATH + method,
+            PATH_PREFIX + method,
             request_serializer=type(request).SerializeToString,
             response_deserializer=response_cls.FromString,
         )
@@ -153,8 +144,8 @@ class Client:
         encoded = _impl.mutations.encode_mutate_request(table, updates, deletes)
         if encoded is not None:
             call = self.channel().unary_unary(
-                _PATH + "MutatePriorities",
-                request_serializer=_identity,
+                MUTATE_PRIORITIES_PATH,
+                request_serializer=identity,
                 response_deserializer=reverb_service_pb2.MutatePrioritiesResponse.FromString,
             )
             try:
@@ -255,28 +246,21 @@ class Client:
 
     async def trajectory_writer(
         self, num_keep_alive_refs: int, *, validate_items: bool = True
-    ) -> Any:
+    ) -> AsyncTrajectoryWriter:
         """A new :class:`reverb_py.trajectory_writer.AsyncTrajectoryWriter`.
 
         With ``validate_items`` the server's tables and signatures are fetched first
         (waiting for the server) and every item is checked against them.
         """
-        from reverb_py import _internal_writer, trajectory_writer
-        from reverb_py._insert_transport import InsertTransport
-
-        if num_keep_alive_refs < 1:
-            raise ValueError(
-                f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer"
-            )
+        factory.check_num_keep_alive_refs(num_keep_alive_refs)
         signatures = await self._flat_signatures() if validate_items else None
-        transport = InsertTransport(self.channel, asyncio.get_running_loop())
-        internal = _internal_writer.InternalTrajectoryWriter(
-            transport,
-            _internal_writer.AutoTunedChunkerOptions(num_keep_alive_refs),
-            signatures=signatures,
+        return factory.new_writer(
+            self.channel,
+            asyncio.get_running_loop(),
+            engine.AutoTunedChunkerOptions(num_keep_alive_refs),
+            signatures,
+            AsyncTrajectoryWriter,
         )
-        transport.attach(internal)
-        return trajectory_writer.AsyncTrajectoryWriter(internal, transport)
 
     async def _flat_signatures(self) -> dict[str, Any]:
         from reverb_py._signature import flatten_signature

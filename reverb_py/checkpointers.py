@@ -214,7 +214,7 @@ class DefaultCheckpointer(CheckpointerBase):
 
         Args:
           chunk_factory: Builds the server's chunk object from serialized ``ChunkData``
-            bytes (e.g. ``reverb_py._service.parse_chunk``); called once per chunk, and
+            bytes (e.g. ``reverb_py.server._chunks.parse_chunk``); called once per chunk, and
             the object is shared by every item (of any table) that references it.
           progress: Called with ``(bytes_read, items_read)`` now and then.
 

@@ -16,26 +16,19 @@ from typing import Any
 import grpc
 
 from reverb_py import _impl, aio, errors
-from reverb_py._loop_thread import LoopThread
+from reverb_py._client.channel import (
+    MUTATE_PRIORITIES_PATH,
+    channel_options,
+    shared_loop_thread,
+)
 from reverb_py._status import error_from_rpc
+from reverb_py._writer import engine, factory
+from reverb_py._writer.legacy_writer import Writer, check_arguments
 from reverb_py.replay_sample import ReplaySample
 from reverb_py.reverb_types import TableInfo
+from reverb_py.trajectory_writer import TrajectoryWriter
 
-__all__ = ["Client"]
-
-_MUTATE_PATH = "/deepmind.reverb.ReverbService/MutatePriorities"
-
-_shared_loop: LoopThread | None = None
-_shared_loop_lock = threading.Lock()
-
-
-def _loop_thread() -> LoopThread:
-    global _shared_loop
-    with _shared_loop_lock:
-        if _shared_loop is None:
-            _shared_loop = LoopThread(name="reverb_py-client")
-        return _shared_loop
-
+__all__ = ["Client", "Writer"]
 
 _DONE = object()
 
@@ -53,7 +46,7 @@ class Client:
 
     def __init__(self, server_address: str) -> None:
         self._server_address = server_address
-        self._loop_thread = _loop_thread()
+        self._loop_thread = shared_loop_thread()
         self._client = aio.Client(server_address)
         self._mutate_channel: grpc.Channel | None = None
         self._mutate: Any = None  # the MutatePriorities call on _mutate_channel
@@ -110,10 +103,10 @@ class Client:
             with self._mutate_lock:
                 if self._mutate is None:
                     channel = grpc.insecure_channel(
-                        self._server_address, options=aio.channel_options()
+                        self._server_address, options=channel_options()
                     )
                     self._mutate_channel = channel
-                    self._mutate = channel.unary_unary(_MUTATE_PATH)
+                    self._mutate = channel.unary_unary(MUTATE_PRIORITIES_PATH)
                 call = self._mutate
         return call
 
@@ -205,31 +198,25 @@ class Client:
 
     # ------------------------------------------------------------ writers
 
-    def trajectory_writer(self, num_keep_alive_refs: int, *, validate_items: bool = True) -> Any:
+    def trajectory_writer(
+        self, num_keep_alive_refs: int, *, validate_items: bool = True
+    ) -> TrajectoryWriter:
         """A new :class:`reverb_py.TrajectoryWriter` streaming to this server.
 
         With ``validate_items`` the server's tables and signatures are fetched first
         (waiting for the server) and every item is checked against them.
         """
-        from reverb_py import _internal_writer, trajectory_writer
-        from reverb_py._insert_transport import InsertTransport
-
-        if num_keep_alive_refs < 1:
-            raise ValueError(
-                f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer"
-            )
+        factory.check_num_keep_alive_refs(num_keep_alive_refs)
         signatures = (
             self._run(self._client._flat_signatures()) if validate_items else None
         )
-        loop = self._loop_thread.loop
-        transport = InsertTransport(self._channel_on_loop, loop)
-        internal = _internal_writer.InternalTrajectoryWriter(
-            transport,
-            _internal_writer.AutoTunedChunkerOptions(num_keep_alive_refs),
-            signatures=signatures,
+        return factory.new_writer(
+            self._channel_on_loop,
+            self._loop_thread.loop,
+            engine.AutoTunedChunkerOptions(num_keep_alive_refs),
+            signatures,
+            lambda internal, _transport: TrajectoryWriter(internal),
         )
-        transport.attach(internal)
-        return trajectory_writer.TrajectoryWriter(internal)
 
     def writer(
         self,
@@ -237,7 +224,7 @@ class Client:
         delta_encoded: bool = False,
         chunk_length: int | None = None,
         max_in_flight_items: int | None = 25,
-    ) -> Any:
+    ) -> Writer:
         """A legacy :class:`reverb_py.Writer` (one episode per writer).
 
         Fetches the server's table signatures first (waiting for the server).
@@ -246,41 +233,23 @@ class Client:
           ValueError: ``max_sequence_length < 1``, ``chunk_length`` outside
             ``[1, max_sequence_length]`` or ``max_in_flight_items < 1``.
         """
-        from reverb_py import _internal_writer
-        from reverb_py._insert_transport import InsertTransport
-        from reverb_py._legacy_writer import Writer
-
-        if max_sequence_length < 1:
-            raise ValueError(
-                f"max_sequence_length ({max_sequence_length}) must be a positive integer"
-            )
-        if chunk_length is None:
-            chunk_length = min(10, max_sequence_length)
-        if not 1 <= chunk_length <= max_sequence_length:
-            raise ValueError(
-                f"chunk_length ({chunk_length}) must be a positive integer le to "
-                f"max_sequence_length ({max_sequence_length})"
-            )
-        if max_in_flight_items is None:
-            max_in_flight_items = 1_000_000
-        if max_in_flight_items < 1:
-            raise ValueError(
-                f"max_in_flight_items ({max_in_flight_items}) must be a positive integer"
-            )
-        signatures = self._run(self._client._flat_signatures())
-        transport = InsertTransport(self._channel_on_loop, self._loop_thread.loop)
-        internal = _internal_writer.InternalTrajectoryWriter(
-            transport,
-            _internal_writer.ConstantChunkerOptions(chunk_length, max_sequence_length),
-            signatures=signatures,
+        # Checked before the signatures are fetched: bad arguments fail at once.
+        chunk_length, max_in_flight_items = check_arguments(
+            max_sequence_length, chunk_length, max_in_flight_items
         )
-        transport.attach(internal)
-        return Writer(
-            internal,
-            max_sequence_length,
-            chunk_length=chunk_length,
-            max_in_flight_items=max_in_flight_items,
-            delta_encoded=delta_encoded,
+        signatures = self._run(self._client._flat_signatures())
+        return factory.new_writer(
+            self._channel_on_loop,
+            self._loop_thread.loop,
+            engine.ConstantChunkerOptions(chunk_length, max_sequence_length),
+            signatures,
+            lambda internal, _transport: Writer(
+                internal,
+                max_sequence_length,
+                chunk_length=chunk_length,
+                max_in_flight_items=max_in_flight_items,
+                delta_encoded=delta_encoded,
+            ),
         )
 
     def _channel_on_loop(self) -> Any:

@@ -1,14 +1,33 @@
-"""``TrajectoryWriter``, ``AsyncTrajectoryWriter`` and ``TrajectoryColumn``: the twin
-``_impl`` selected.
+"""``TrajectoryWriter``, ``AsyncTrajectoryWriter`` and ``TrajectoryColumn``.
 
-The source is ``reverb_py/_pure/trajectory_writer.py``; compiled as it is by Cython it is
-also ``reverb_py._speedups.trajectory_writer``. Importing this module gives the selected
-one (this module replaces itself in ``sys.modules``), so every importer shares the same
-classes.
+Their source is :mod:`reverb_py._writer.trajectory_writer`; compiled as it is by Cython
+it is also ``reverb_py._speedups.trajectory_writer`` (see ``setup.py``). The live one
+follows :data:`reverb_py._impl.IMPLEMENTATION`, as the engine's does
+(:mod:`reverb_py._writer.engine`). Whichever is live, its classes are named as classes
+of this module (``__module__``), the path they are imported and pickled by.
 """
 
-import sys
+from typing import TYPE_CHECKING
 
 from reverb_py import _impl
 
-sys.modules[__name__] = _impl.trajectory_writer
+if TYPE_CHECKING or _impl.IMPLEMENTATION == "python":
+    from reverb_py._writer.trajectory_writer import (
+        AsyncTrajectoryWriter,
+        TrajectoryColumn,
+        TrajectoryWriter,
+        _ColumnHistory,
+    )
+else:
+    from reverb_py._speedups.trajectory_writer import (
+        AsyncTrajectoryWriter,
+        TrajectoryColumn,
+        TrajectoryWriter,
+        _ColumnHistory,
+    )
+
+__all__ = ["AsyncTrajectoryWriter", "TrajectoryColumn", "TrajectoryWriter"]
+
+for _public in (AsyncTrajectoryWriter, TrajectoryColumn, TrajectoryWriter, _ColumnHistory):
+    _public.__module__ = __name__
+del _public

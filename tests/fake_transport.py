@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from reverb_py import _codec
-from reverb_py._internal_writer import InternalTrajectoryWriter, OutgoingBatch
 from reverb_py._proto import schema_pb2
+from reverb_py._writer.engine import InternalTrajectoryWriter, OutgoingBatch
 
 
 @dataclasses.dataclass
@@ -266,7 +266,7 @@ def make_writer(
     **kwargs: Any,
 ) -> tuple[InternalTrajectoryWriter, FakeTransport]:
     """An InternalTrajectoryWriter on a FakeTransport (constant chunks of 1, keep 10)."""
-    from reverb_py._internal_writer import ConstantChunkerOptions
+    from reverb_py._writer.engine import ConstantChunkerOptions
 
     fake = transport if transport is not None else FakeTransport()
     options = chunker_options or ConstantChunkerOptions(max_chunk_length=1, num_keep_alive_refs=10)

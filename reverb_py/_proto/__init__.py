@@ -4,4 +4,10 @@ Do not edit the ``*_pb2.py`` / ``*_pb2.pyi`` files: regenerate them with ``make 
 (see ``protos/README.md``). The messages are wire-compatible with Reverb's
 ``deepmind.reverb`` and TensorFlow's ``tensorflow`` messages but live in the
 ``reverb_py.proto`` and ``reverb_py.tensorflow`` proto packages.
+
+:data:`SERVICE` is the gRPC service name both ends use: Reverb's, not the one the
+``.proto`` declaration would give, so that Reverb's clients and servers interoperate.
 """
+
+SERVICE = "deepmind.reverb.ReverbService"
+"""The gRPC service of every RPC: methods are at ``/deepmind.reverb.ReverbService/<Method>``."""

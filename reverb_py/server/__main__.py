@@ -1,7 +1,7 @@
-"""``python -m reverb_py.server``: the replay server daemon (see :mod:`reverb_py._daemon`)."""
+"""``python -m reverb_py.server``: the replay server daemon (:mod:`reverb_py.server._daemon`)."""
 
 import sys
 
-from reverb_py._daemon import main
+from reverb_py.server._daemon import main
 
 sys.exit(main())

@@ -13,8 +13,8 @@ import grpc
 import pytest
 
 import reverb_py
-from reverb_py import _daemon
 from reverb_py._proto import reverb_service_pb2 as pb
+from reverb_py.server import _daemon
 
 ROOT = pathlib.Path(__file__).parents[2]
 

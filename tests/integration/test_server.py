@@ -12,13 +12,20 @@ import textwrap
 import grpc
 import pytest
 
-from reverb_py import _codec, _service, errors, rate_limiters, selectors
+from reverb_py import _codec, errors, rate_limiters, selectors
 from reverb_py._proto import reverb_service_pb2 as pb
 from reverb_py._proto import schema_pb2
 from reverb_py.server import Server
+from reverb_py.server._chunks import Chunk
 from reverb_py.table import Table
 
 PATH = "/deepmind.reverb.ReverbService/"
+
+
+def live_chunk_count() -> int:
+    """How many server chunks this process holds, counted among the objects the GC tracks."""
+    gc.collect()
+    return sum(1 for obj in gc.get_objects() if type(obj) is Chunk)
 
 
 def chunk(key: int, episode: int = 1, payload: bytes = b"x" * 16) -> schema_pb2.ChunkData:
@@ -196,17 +203,17 @@ async def test_mutate_and_reset(channel, server) -> None:
 
 async def test_live_chunks_return_to_zero(channel, server) -> None:
     gc.collect()
-    before = _service.live_chunk_count()
+    before = live_chunk_count()
     await insert(channel, [pb.InsertStreamRequest(
         chunks=[chunk(k) for k in range(10)],
         items=[item(100 + k, "uniform", [k, k + 1]) for k in range(9)])])
     gc.collect()
-    assert _service.live_chunk_count() - before == 10
+    assert live_chunk_count() - before == 10
     await take_samples(channel, "uniform", 5)
     await unary(channel, "Reset", pb.ResetRequest, pb.ResetResponse)(
         pb.ResetRequest(table="uniform"))
     gc.collect()
-    assert _service.live_chunk_count() == before
+    assert live_chunk_count() == before
 
 
 # ---------------------------------------------------------------- bad input
@@ -412,7 +419,7 @@ def test_client_killed_mid_stream_releases_its_chunks(tmp_path) -> None:
                 pass
         """)
         gc.collect()
-        before = _service.live_chunk_count()
+        before = live_chunk_count()
         child = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60,
                                cwd=str(__import__("pathlib").Path(__file__).parents[2]))
         assert child.returncode == 9, child.stderr
@@ -420,17 +427,17 @@ def test_client_killed_mid_stream_releases_its_chunks(tmp_path) -> None:
         deadline_turns = 400
         for _ in range(deadline_turns):
             gc.collect()
-            if _service.live_chunk_count() == before:
+            if live_chunk_count() == before:
                 break
             server._loop_thread.run(asyncio.sleep(0.01))
-        assert _service.live_chunk_count() == before
+        assert live_chunk_count() == before
     finally:
         server.stop()
 
 
 def test_sample_info_encoding_matches_protobuf() -> None:
     from reverb_py._codec import length_delimited
-    from reverb_py._service import _sample_info
+    from reverb_py.server._replies import sample_info
     from reverb_py.table import Item, SampledItem
 
     trajectory = item(1, "t", [5, 6]).flat_trajectory
@@ -443,7 +450,7 @@ def test_sample_info_encoding_matches_protobuf() -> None:
                                   inserted_at=inserted),
                              probability, size, priority, times, limited)
         parsed = schema_pb2.SampleInfo.FromString(
-            _sample_info(length_delimited(b"\x12", "tåble".encode()), record))
+            sample_info(length_delimited(b"\x12", "tåble".encode()), record))
         assert parsed.item.key == 2**64 - 1 and parsed.item.table == "tåble"
         assert parsed.item.priority == priority and parsed.item.times_sampled == times
         assert parsed.item.inserted_at.ToNanoseconds() == inserted

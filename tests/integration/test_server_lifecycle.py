@@ -103,7 +103,7 @@ def test_a_server_stopped_before_exit_is_not_stopped_again() -> None:
         + """
 server = reverb.Server([table])
 server.stop()
-from reverb_py import server as server_module
+from reverb_py.server import _server as server_module
 print(len(server_module._serving))
 """
     )
@@ -112,7 +112,7 @@ print(len(server_module._serving))
 
 
 def test_the_exit_hook_stops_every_serving_server() -> None:
-    from reverb_py import server as server_module
+    from reverb_py.server import _server as server_module
 
     servers = [Server([Table.queue(f"q{i}", 1)]) for i in range(2)]
     try:

@@ -141,4 +141,4 @@ def test_console_script_is_installed() -> None:
     from importlib import metadata
 
     scripts = {entry.name: entry.value for entry in metadata.entry_points(group="console_scripts")}
-    assert scripts.get("reverb-py-server") == "reverb_py._daemon:main"
+    assert scripts.get("reverb-py-server") == "reverb_py.server._daemon:main"

@@ -119,14 +119,14 @@ def _run(module: Any, seed: int, confirm: bool) -> list[Any]:
 @pytest.mark.parametrize("seed", range(12))
 def test_twins_agree_on_random_operations(seed: int, confirm: bool) -> None:
     compiled = compiled_module("internal_writer")
-    pure = importlib.import_module("reverb_py._pure.internal_writer")
+    pure = importlib.import_module("reverb_py._writer.internal_writer")
     assert compiled is not pure
     assert _run(pure, seed, confirm) == _run(compiled, seed, confirm)
 
 
 def test_twins_have_the_same_api() -> None:
     compiled = compiled_module("internal_writer")
-    pure = importlib.import_module("reverb_py._pure.internal_writer")
+    pure = importlib.import_module("reverb_py._writer.internal_writer")
     assert sorted(pure.__all__) == sorted(compiled.__all__)
     for name in pure.__all__:
         pure_obj, compiled_obj = getattr(pure, name), getattr(compiled, name)

@@ -15,24 +15,40 @@ from reverb_py import _impl
 
 STRUCTURES = ("SumTree", "IndexedHeap", "OrderedKeys", "IndexedSet", "RateLimiterState")
 ROOT = pathlib.Path(__file__).parents[2]
-MODULES = ("wire", "checkpoint_records", "mutations", "internal_writer", "trajectory_writer")
+MODULES = ("wire", "checkpoint_records", "mutations")
+
+
+def _live_trajectory_writer_module() -> str:
+    """The twin the public ``reverb_py.trajectory_writer`` re-exports (its code's module)."""
+    from reverb_py.trajectory_writer import TrajectoryWriter
+
+    return str(TrajectoryWriter.append.__module__)
 
 
 def live_module_names() -> dict[str, str]:
-    """Name of what `_impl` selected -> the module it comes from."""
+    """Name of what `_impl` (or the writer layer, keyed on it) selected -> its module."""
+    from reverb_py._writer import engine
+
     names = {name: getattr(_impl, name).__module__ for name in STRUCTURES}
     names.update({name: getattr(_impl, name).__name__ for name in MODULES})
+    names["internal_writer"] = engine.module.__name__
+    names["trajectory_writer"] = _live_trajectory_writer_module()
     return names
 
 
-def _compiled_as_is() -> tuple[str, ...]:
-    """``COMPILED_AS_IS`` of setup.py (pure twins compiled as they are)."""
+def _setup_constant(name: str) -> object:
+    """A constant of setup.py, such as ``COMPILED_AS_IS`` (sources compiled as they are)."""
     tree = ast.parse((ROOT / "setup.py").read_text())
     for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "COMPILED_AS_IS":
-            value: tuple[str, ...] = ast.literal_eval(node.value)
-            return value
-    raise AssertionError("setup.py has no COMPILED_AS_IS")
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == name:
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"setup.py has no {name}")
+
+
+def _compiled_as_is() -> tuple[str, ...]:
+    value = _setup_constant("COMPILED_AS_IS")
+    assert isinstance(value, tuple)
+    return value
 
 
 def test_every_compiled_module_is_selected_by_impl() -> None:
@@ -40,19 +56,33 @@ def test_every_compiled_module_is_selected_by_impl() -> None:
     as_is = set(_compiled_as_is())
     assert not built & as_is
     assert sorted(built | as_is) == sorted(_impl.COMPILED_MODULES)
-    for name in _impl.COMPILED_MODULES:
+    for name in built:
         assert (ROOT / "reverb_py" / "_pure" / f"{name}.py").exists(), name
+    as_is_dir = _setup_constant("COMPILED_AS_IS_DIR")
+    assert as_is_dir == "reverb_py/_writer"
+    for name in as_is:
+        assert (ROOT / as_is_dir / f"{name}.py").exists(), name
+        assert not (ROOT / "reverb_py" / "_pure" / f"{name}.py").exists(), name
 
 
 def test_writer_modules_are_the_selected_twins() -> None:
     import reverb_py
-    from reverb_py import _internal_writer, trajectory_writer
+    from reverb_py import trajectory_writer
+    from reverb_py._writer import engine
 
-    assert _internal_writer is _impl.internal_writer
-    assert trajectory_writer is _impl.trajectory_writer
-    assert sys.modules["reverb_py._internal_writer"] is _impl.internal_writer
-    assert reverb_py.TrajectoryWriter is _impl.trajectory_writer.TrajectoryWriter
-    assert reverb_py.TrajectoryColumn is _impl.trajectory_writer.TrajectoryColumn
+    live = {"cython": "reverb_py._speedups", "python": "reverb_py._writer"}[_impl.IMPLEMENTATION]
+    assert engine.module is sys.modules[f"{live}.internal_writer"]
+    assert engine.InternalTrajectoryWriter is engine.module.InternalTrajectoryWriter
+    source = sys.modules[f"{live}.trajectory_writer"]
+    assert _live_trajectory_writer_module() == source.__name__
+    for name in trajectory_writer.__all__:
+        assert getattr(trajectory_writer, name) is getattr(source, name), name
+        assert getattr(trajectory_writer, name).__module__ == "reverb_py.trajectory_writer"
+    assert reverb_py.TrajectoryWriter is source.TrajectoryWriter
+    assert reverb_py.TrajectoryColumn is source.TrajectoryColumn
+    # The compiled Python writers run on the compiled engine, the pure ones on the pure.
+    assert source.ConstantChunkerOptions is engine.ConstantChunkerOptions
+    assert "reverb_py._internal_writer" not in sys.modules
 
 
 def test_compiled_code_is_live_when_required() -> None:
@@ -70,11 +100,15 @@ def test_kill_switch_gives_pure_code() -> None:
         pytest.skip("this run does not set REVERB_PY_NO_EXTENSIONS")
     assert _impl.IMPLEMENTATION == "python"
     for name, module in live_module_names().items():
-        assert module.startswith("reverb_py._pure."), (name, module)
+        assert module.startswith(("reverb_py._pure.", "reverb_py._writer.")), (name, module)
 
 
 def test_implementation_is_all_or_nothing() -> None:
-    packages = {module.split(".")[1] for module in live_module_names().values()}
+    # The pure writer sources live in _writer, the other pure twins in _pure.
+    packages = {
+        {"_writer": "_pure"}.get(part, part)
+        for part in (module.split(".")[1] for module in live_module_names().values())
+    }
     assert len(packages) == 1
     assert _impl.IMPLEMENTATION == {"_speedups": "cython", "_pure": "python"}[packages.pop()]
 
@@ -96,8 +130,10 @@ def test_a_missing_compiled_module_selects_every_pure_twin() -> None:
             None if name == "reverb_py._speedups.mutations" else real(name, *args))
         import reverb_py
         from reverb_py import _codec, _impl
+        from reverb_py._writer import engine
         print(reverb_py.IMPLEMENTATION, _codec.encode_varint.__module__,
-              _impl.SumTree.__module__, _impl.checkpoint_records.__name__)
+              _impl.SumTree.__module__, _impl.checkpoint_records.__name__,
+              engine.module.__name__, reverb_py.TrajectoryWriter.append.__module__)
         """
     )
     env = {k: v for k, v in os.environ.items() if k != "REVERB_PY_NO_EXTENSIONS"}
@@ -107,7 +143,8 @@ def test_a_missing_compiled_module_selects_every_pure_twin() -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [
         "python", "reverb_py._pure.wire", "reverb_py._pure.sum_tree",
-        "reverb_py._pure.checkpoint_records",
+        "reverb_py._pure.checkpoint_records", "reverb_py._writer.internal_writer",
+        "reverb_py._writer.trajectory_writer",
     ]
 
 

@@ -22,7 +22,6 @@ import pytest
 import reverb_py
 from reverb_py import checkpointers, rate_limiters, selectors
 from reverb_py._proto import checkpoint_pb2, schema_pb2
-from reverb_py._service import Chunk, parse_chunk
 from reverb_py._storage import layout, save
 from reverb_py._storage.tfrecord import RecordWriter, read_records
 from reverb_py.checkpointers import (
@@ -31,6 +30,7 @@ from reverb_py.checkpointers import (
     DefaultCheckpointer,
     TempDirCheckpointer,
 )
+from reverb_py.server._chunks import Chunk, parse_chunk
 from reverb_py.table import Item, Table, TableSnapshot
 from reverb_py.tensor_spec import TensorSpec
 
@@ -673,7 +673,7 @@ CHILD = textwrap.dedent(
     import os, sys
     from reverb_py import checkpointers
     from reverb_py._proto import checkpoint_pb2, schema_pb2
-    from reverb_py._service import parse_chunk
+    from reverb_py.server._chunks import parse_chunk
     from reverb_py.table import Item, TableSnapshot
 
     root, stop_at = sys.argv[1], sys.argv[2]

@@ -53,7 +53,8 @@ def test_corrupt_record_and_config_errors_keep_their_bases() -> None:
     assert errors.ConfigError.__bases__ == (ValueError,)
     error = errors.CorruptRecordError("bad", "/x/items.tfrecord")
     assert str(error) == "/x/items.tfrecord: bad" and error.path == "/x/items.tfrecord"
-    from reverb_py import _daemon, checkpointers
+    from reverb_py import checkpointers
+    from reverb_py.server import _daemon
 
     assert _daemon.ConfigError is errors.ConfigError
     assert checkpointers.CheckpointCorruptedError is errors.CorruptRecordError

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from reverb_py import _dtypes, errors
-from reverb_py._internal_writer import (
+from reverb_py._signature import flatten_signature
+from reverb_py._writer.engine import (
     AutoTunedChunkerOptions,
     CellRef,
     ConstantChunkerOptions,
     InternalTrajectoryWriter,
     format_shape,
 )
-from reverb_py._signature import flatten_signature
 from reverb_py.tensor_spec import TensorSpec
 from tests.fake_transport import FakeTransport, assert_arrays_equal, make_writer
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from reverb_py import errors
-from reverb_py._internal_writer import (
+from reverb_py._writer.engine import (
     AutoTunedChunkerOptions,
     ConstantChunkerOptions,
     InternalTrajectoryWriter,

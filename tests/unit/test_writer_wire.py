@@ -16,17 +16,19 @@ import pytest
 
 import reverb_py as reverb
 from reverb_py import _codec
-from reverb_py._internal_writer import (
+from reverb_py._proto import reverb_service_pb2, schema_pb2
+from reverb_py._writer import engine
+from reverb_py._writer.engine import (
     AutoTunedChunkerOptions,
     ConstantChunkerOptions,
     InternalTrajectoryWriter,
     OutgoingBatch,
-    _to_array,
 )
-from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py.table import Item, Table
 from reverb_py.trajectory_writer import TrajectoryColumn, TrajectoryWriter
 from tests.fake_transport import FakeTransport
+
+_to_array = engine.module._to_array  # the live engine's
 
 # ------------------------------------------------------------------------------ codec
 

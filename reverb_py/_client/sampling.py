@@ -15,13 +15,13 @@ import grpc
 import numpy as np
 
 from reverb_py import _codec, errors
+from reverb_py._client.channel import SAMPLE_STREAM_PATH
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._status import error_for_status, error_from_rpc
 from reverb_py.replay_sample import ReplaySample, SampleInfo
 
-__all__ = ["SAMPLE_STREAM_PATH", "sample_stream", "to_replay_samples"]
+__all__ = ["sample_stream", "to_replay_samples"]
 
-SAMPLE_STREAM_PATH = "/deepmind.reverb.ReverbService/SampleStream"
 
 def _info(message: schema_pb2.SampleInfo) -> SampleInfo:
     item = message.item

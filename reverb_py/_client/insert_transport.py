@@ -22,12 +22,11 @@ from typing import Any
 import grpc
 
 from reverb_py import errors
+from reverb_py._client.channel import INSERT_STREAM_PATH, identity
 from reverb_py._proto import reverb_service_pb2
 from reverb_py._status import error_for_status, error_from_rpc
 
-__all__ = ["InsertTransport", "INSERT_STREAM_PATH"]
-
-INSERT_STREAM_PATH = "/deepmind.reverb.ReverbService/InsertStream"
+__all__ = ["InsertTransport"]
 
 _logger = logging.getLogger("reverb_py")
 
@@ -38,10 +37,6 @@ _STABLE_STREAM_SECONDS = 2.0
 # Requests waiting in the outbox are written as one message up to this many bytes: their
 # chunks and items concatenated, followed by the last request's keep_chunk_keys.
 _MERGE_BYTES = 1 << 20
-
-
-def _identity(data: bytes) -> bytes:
-    return data
 
 
 class _StreamEnded(Exception):
@@ -295,7 +290,7 @@ class InsertTransport:
         assert self._wakeup is not None
         call = self._channel_getter().stream_stream(
             INSERT_STREAM_PATH,
-            request_serializer=_identity,
+            request_serializer=identity,
             response_deserializer=reverb_service_pb2.InsertStreamResponse.FromString,
         )()
         reader = asyncio.ensure_future(self._read_confirmations(call))

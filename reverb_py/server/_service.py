@@ -14,96 +14,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import struct
 from collections.abc import Mapping
 from typing import Any
 
 import grpc
 
-from reverb_py import _codec, _impl, errors
+from reverb_py import _impl, errors
+from reverb_py._client.channel import identity
+from reverb_py._proto import SERVICE, reverb_service_pb2, schema_pb2
 from reverb_py._status import status_for_error
-from reverb_py._proto import reverb_service_pb2, schema_pb2
-from reverb_py.table import Item, SampledItem, Table
+from reverb_py.server._chunks import Chunk, parse_chunk
+from reverb_py.server._replies import InsertRequest, parse_insert_request, sample_responses
+from reverb_py.table import Item, Table
 
-__all__ = ["SERVICE_NAME", "Chunk", "ReverbServicer", "live_chunk_count"]
-
-SERVICE_NAME = "deepmind.reverb.ReverbService"
+__all__ = ["ReverbServicer"]
 
 _logger = logging.getLogger("reverb_py")
 
-# Reverb's limits: chunk bytes per sample response before splitting, and the first
-# batch size asked of a table by a sample stream (later batches double).
-_MAX_RESPONSE_CHUNK_BYTES = 2 * 1024 * 1024
+# Reverb's limit: the first batch size asked of a table by a sample stream (later
+# batches double).
 _FIRST_SAMPLE_BATCH = 128
-
-_live_chunks = 0
-_DOUBLE = struct.Struct("<d")
-
-
-def live_chunk_count() -> int:
-    """How many chunks the servers of this process hold (for leak checks)."""
-    return _live_chunks
-
-
-class Chunk:
-    """A chunk as the server keeps it: the serialised ``ChunkData`` and two of its fields."""
-
-    __slots__ = ("key", "episode_id", "data", "__weakref__")
-
-    def __init__(self, key: int, episode_id: int, data: bytes) -> None:
-        global _live_chunks
-        self.key = key
-        self.episode_id = episode_id
-        self.data = data
-        _live_chunks += 1
-
-    def __del__(self) -> None:
-        global _live_chunks
-        _live_chunks -= 1
-
-
-# ---------------------------------------------------------------- wire helpers
-
-
-def parse_chunk(data: bytes) -> Chunk:
-    """Reads a ``ChunkData``'s key and episode id and keeps its bytes as they are."""
-    key, episode_id = _impl.checkpoint_records.chunk_key_and_episode(data)
-    return Chunk(key, episode_id, data)
-
-
-class _InsertRequest:
-    __slots__ = ("chunks", "items", "keep_chunk_keys")
-
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-        self.items: list[bytes] = []
-        self.keep_chunk_keys: list[int] = []
-
-
-def parse_insert_request(data: bytes) -> _InsertRequest:
-    """Splits an ``InsertStreamRequest`` without decoding its chunks."""
-    request = _InsertRequest()
-    for field, wire_type, value in _codec.message_fields(data):
-        if field == 1 and wire_type == 2:
-            request.chunks.append(bytes(value))
-        elif field == 2 and wire_type == 2:
-            request.items.append(bytes(value))
-        elif field == 3:
-            if wire_type == 0:
-                request.keep_chunk_keys.append(value)
-            elif wire_type == 2:
-                pos = 0
-                while pos < len(value):
-                    key, pos = _codec.read_varint(value, pos)
-                    request.keep_chunk_keys.append(key)
-    return request
-
-
-_END_OF_SEQUENCE = b"\x18\x01"  # field 3, varint, true
-
-
-def _identity(data: bytes) -> bytes:
-    return data
 
 
 # ---------------------------------------------------------------- the servicer
@@ -142,8 +72,8 @@ class ReverbServicer:
             # MutatePriorities); the empty response is written as its empty bytes.
             "MutatePriorities": grpc.unary_unary_rpc_method_handler(
                 self.MutatePriorities,
-                request_deserializer=_identity,
-                response_serializer=_identity,
+                request_deserializer=identity,
+                response_serializer=identity,
             ),
             "Checkpoint": grpc.unary_unary_rpc_method_handler(
                 self.Checkpoint,
@@ -152,13 +82,13 @@ class ReverbServicer:
             ),
             "InsertStream": grpc.stream_stream_rpc_method_handler(
                 self.InsertStream,
-                request_deserializer=_identity,
+                request_deserializer=identity,
                 response_serializer=reverb_service_pb2.InsertStreamResponse.SerializeToString,
             ),
             "SampleStream": grpc.stream_stream_rpc_method_handler(
                 self.SampleStream,
                 request_deserializer=reverb_service_pb2.SampleStreamRequest.FromString,
-                response_serializer=_identity,
+                response_serializer=identity,
             ),
             "InitializeConnection": grpc.stream_stream_rpc_method_handler(
                 self.InitializeConnection,
@@ -168,7 +98,7 @@ class ReverbServicer:
                 ),
             ),
         }
-        return grpc.method_handlers_generic_handler(SERVICE_NAME, methods)
+        return grpc.method_handlers_generic_handler(SERVICE, methods)
 
     async def _abort(self, context: grpc.aio.ServicerContext, error: BaseException) -> None:
         await context.abort(status_for_error(error), str(error))
@@ -270,67 +200,10 @@ class ReverbServicer:
                     records = await table.sample(min(batch, remaining), timeout=timeout)
                     remaining -= len(records)
                     batch *= 2
-                    for response in _sample_responses(table.name, records):
+                    for response in sample_responses(table.name, records):
                         await context.write(response)
         except errors.ReverbError as error:
             await self._abort(context, error)
-
-
-def _sample_info(table_field: bytes, record: SampledItem) -> bytes:
-    """Encodes a ``SampleInfo`` by hand (PERF(sample-info): no message objects per sample).
-
-    ``table_field`` is the encoded ``PrioritizedItem.table`` field (tag included). Zero
-    values are left out, as protobuf does.
-    """
-    item = record.item
-    encoded_item = _codec.encode_stored_item(
-        item.key,
-        table_field,
-        record.priority,
-        record.times_sampled,
-        item.inserted_at,
-        item.trajectory if item.trajectory is not None else b"",
-    )
-    info = [_codec.length_delimited(b"\x0a", encoded_item)]
-    if record.probability:
-        info.append(b"\x11" + _DOUBLE.pack(record.probability))
-    if record.table_size:
-        info.append(b"\x18" + _codec.encode_varint(record.table_size))
-    if record.rate_limited:
-        info.append(b"\x20\x01")
-    return b"".join(info)
-
-
-def _sample_responses(table: str, records: list[SampledItem]) -> list[bytes]:
-    """Packs samples into ``SampleStreamResponse`` messages of about 2 MiB of chunks."""
-    table_field = _codec.length_delimited(b"\x12", table.encode())
-    responses: list[bytes] = []
-    entries: list[bytes] = []
-    size = 0
-    for record in records:
-        chunks: list[Chunk] = list(record.item.chunks)
-        parts = [_codec.length_delimited(b"\x0a", _sample_info(table_field, record))]
-        if not chunks:
-            parts.append(_END_OF_SEQUENCE)
-            entries.append(_codec.length_delimited(b"\x0a", b"".join(parts)))
-            continue
-        for index, chunk in enumerate(chunks):
-            if size and size + len(chunk.data) > _MAX_RESPONSE_CHUNK_BYTES:
-                # Close the current entry and response; the sample continues in the next.
-                if parts:
-                    entries.append(_codec.length_delimited(b"\x0a", b"".join(parts)))
-                    parts = []
-                responses.append(b"".join(entries))
-                entries = []
-                size = 0
-            parts.append(_codec.length_delimited(b"\x12", chunk.data))
-            size += len(chunk.data)
-            if index == len(chunks) - 1:
-                parts.append(_END_OF_SEQUENCE)
-        entries.append(_codec.length_delimited(b"\x0a", b"".join(parts)))
-    if entries:
-        responses.append(b"".join(entries))
-    return responses
 
 
 class _InsertStream:
@@ -379,7 +252,7 @@ class _InsertStream:
         if failure is not None:
             await self._context.abort(status_for_error(failure), str(failure))
 
-    def _handle(self, request: _InsertRequest) -> None:
+    def _handle(self, request: InsertRequest) -> None:
         if not request.chunks and not request.items:
             raise errors.InvalidArgumentError(
                 "An insert stream request must hold chunks or items."

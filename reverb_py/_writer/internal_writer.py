@@ -9,8 +9,8 @@ It does no I/O itself: a *transport* (see :class:`WriterTransport`) moves the pr
 requests to a server and reports back which items the server confirmed.
 
 Twins: this source is the pure twin and, compiled as it is by Cython, also the compiled
-twin ``reverb_py._speedups.internal_writer`` (see ``setup.py``); ``reverb_py._impl``
-selects one and ``reverb_py._internal_writer`` is that module.
+twin ``reverb_py._speedups.internal_writer`` (see ``setup.py``); the one that is live
+is :mod:`reverb_py._writer.engine`'s.
 
 Threads: every method is thread-safe. The user's thread appends, creates items and
 flushes; the transport (typically on a background event-loop thread) calls
@@ -79,7 +79,8 @@ __all__ = [
     "new_key",
 ]
 
-# One logger name whichever twin is live.
+# One logger name whichever twin is live (the engine's module name of earlier releases,
+# which users may filter by).
 _LOG = logging.getLogger("reverb_py._internal_writer")
 
 CLOSED_MESSAGE = "TrajectoryWriter::Close has been called."

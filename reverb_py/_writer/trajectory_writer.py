@@ -1,7 +1,7 @@
 """``TrajectoryWriter``: write steps column by column and create items from any slices.
 
 This is Reverb's Python layer (``reverb/trajectory_writer.py``) on top of the writer
-engine (:class:`reverb_py._internal_writer.InternalTrajectoryWriter`, Reverb's native
+engine (:class:`reverb_py._writer.engine.InternalTrajectoryWriter`, Reverb's native
 writer). The engine is reached only through the seam Reverb uses — ``Append``,
 ``AppendPartial``, ``CreateItem``, ``Flush``, ``EndEpisode``, ``Close``,
 ``ConfigureChunker``, ``max_num_keep_alive_refs`` and ``episode_steps`` — so a mock of
@@ -26,8 +26,8 @@ How data flows:
 and ``close`` are coroutines.
 
 Twins: this source is the pure twin and, compiled as it is by Cython, also the compiled
-twin ``reverb_py._speedups.trajectory_writer`` (see ``setup.py``); ``reverb_py._impl``
-selects one and ``reverb_py.trajectory_writer`` is that module.
+twin ``reverb_py._speedups.trajectory_writer`` (see ``setup.py``); the public
+``reverb_py.trajectory_writer`` re-exports the live one's classes.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from reverb_py import _nest, errors
-from reverb_py._internal_writer import (
+from reverb_py._writer.engine import (
     AutoTunedChunkerOptions,
     ChunkerOptions,
     ConstantChunkerOptions,

@@ -2,7 +2,7 @@
 
 ``Client.writer(...)`` returns this class (Reverb's ``reverb.Writer``, from
 ``reverb/client.py`` and ``reverb/cc/writer.cc``). reverb_py builds it on the same
-engine as ``TrajectoryWriter`` (:class:`~reverb_py._internal_writer.InternalTrajectoryWriter`)
+engine as ``TrajectoryWriter`` (:class:`~reverb_py._writer.engine.InternalTrajectoryWriter`)
 with constant chunking of ``chunk_length`` steps and ``max_sequence_length`` live steps
 per field. On the wire each flattened field gets its own chunks (Reverb's legacy writer
 packs all fields of a step range into one chunk); servers and samplers see the same
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from reverb_py import _dtypes, _nest
-from reverb_py._internal_writer import (
+from reverb_py._writer.engine import (
     CellRef,
     ConstantChunkerOptions,
     InternalTrajectoryWriter,
@@ -32,13 +32,52 @@ from reverb_py._internal_writer import (
 from reverb_py.errors import InvalidArgumentError, UsageError
 from reverb_py.tensor_spec import TensorSpec, shapes_compatible
 
-__all__ = ["Writer", "DEFAULT_MAX_IN_FLIGHT_ITEMS", "UNLIMITED_IN_FLIGHT_ITEMS"]
+__all__ = [
+    "DEFAULT_MAX_IN_FLIGHT_ITEMS",
+    "UNLIMITED_IN_FLIGHT_ITEMS",
+    "Writer",
+    "check_arguments",
+]
 
-_LOG = logging.getLogger(__name__)
+# The module's name of earlier releases, which users may filter by.
+_LOG = logging.getLogger("reverb_py._legacy_writer")
 
 DEFAULT_MAX_IN_FLIGHT_ITEMS = 25
 UNLIMITED_IN_FLIGHT_ITEMS = 1_000_000
 """What ``max_in_flight_items=None`` means (Reverb's value)."""
+
+
+def check_arguments(
+    max_sequence_length: int, chunk_length: int | None, max_in_flight_items: int | None
+) -> tuple[int, int]:
+    """Checks a legacy writer's arguments as Reverb's ``Client.writer`` does.
+
+    Returns:
+      ``(chunk_length, max_in_flight_items)`` with None replaced by its meaning:
+      ``min(10, max_sequence_length)`` and :data:`UNLIMITED_IN_FLIGHT_ITEMS`.
+
+    Raises:
+      ValueError: ``max_sequence_length < 1``, ``chunk_length`` outside
+        ``[1, max_sequence_length]`` or ``max_in_flight_items < 1``.
+    """
+    if max_sequence_length < 1:
+        raise ValueError(
+            f"max_sequence_length ({max_sequence_length}) must be a positive integer"
+        )
+    if chunk_length is None:
+        chunk_length = min(10, max_sequence_length)
+    if not 1 <= chunk_length <= max_sequence_length:
+        raise ValueError(
+            f"chunk_length ({chunk_length}) must be a positive integer le to "
+            f"max_sequence_length ({max_sequence_length})"
+        )
+    if max_in_flight_items is None:
+        max_in_flight_items = UNLIMITED_IN_FLIGHT_ITEMS
+    if max_in_flight_items < 1:
+        raise ValueError(
+            f"max_in_flight_items ({max_in_flight_items}) must be a positive integer"
+        )
+    return chunk_length, max_in_flight_items
 
 
 class Writer:
@@ -87,23 +126,9 @@ class Writer:
         Raises:
           ValueError: an argument out of range.
         """
-        if max_sequence_length < 1:
-            raise InvalidArgumentError(
-                f"max_sequence_length ({max_sequence_length}) must be a positive integer"
-            )
-        if chunk_length is None:
-            chunk_length = min(10, max_sequence_length)
-        if not 1 <= chunk_length <= max_sequence_length:
-            raise InvalidArgumentError(
-                f"chunk_length ({chunk_length}) must be a positive integer le to "
-                f"max_sequence_length ({max_sequence_length})"
-            )
-        if max_in_flight_items is None:
-            max_in_flight_items = UNLIMITED_IN_FLIGHT_ITEMS
-        if max_in_flight_items < 1:
-            raise InvalidArgumentError(
-                f"max_in_flight_items ({max_in_flight_items}) must be a positive integer"
-            )
+        chunk_length, max_in_flight_items = check_arguments(
+            max_sequence_length, chunk_length, max_in_flight_items
+        )
         internal_writer.configure_defaults(
             ConstantChunkerOptions(
                 max_chunk_length=chunk_length, num_keep_alive_refs=max_sequence_length

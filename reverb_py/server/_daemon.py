@@ -64,7 +64,7 @@ from typing import Any
 import reverb_py
 from reverb_py import _impl, rate_limiters, selectors
 from reverb_py.errors import ConfigError
-from reverb_py.server import Server
+from reverb_py.server._server import Server
 from reverb_py.table import Table
 
 __all__ = ["ConfigError", "load_config", "tables_from_config", "main"]

@@ -1,0 +1,1 @@
+"""The client process's side of the protocol: channel settings, sampling, insert streams."""

@@ -1,0 +1,62 @@
+"""What every client of the process shares: channel settings, method paths, the loop.
+
+* :func:`channel_options`: Reverb's client channel settings, for the asyncio channels
+  and the blocking ``MutatePriorities`` channel alike;
+* the method paths, all under the one service name :data:`reverb_py._proto.SERVICE`;
+* :func:`identity`: the (de)serializer of calls whose messages are bytes already;
+* :func:`shared_loop_thread`: the background event loop every blocking client runs on.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from reverb_py._loop_thread import LoopThread
+from reverb_py._proto import SERVICE
+
+__all__ = [
+    "INSERT_STREAM_PATH",
+    "MUTATE_PRIORITIES_PATH",
+    "PATH_PREFIX",
+    "SAMPLE_STREAM_PATH",
+    "channel_options",
+    "identity",
+    "shared_loop_thread",
+]
+
+PATH_PREFIX = f"/{SERVICE}/"
+"""Every method is at ``PATH_PREFIX + <Method>`` (Reverb's paths)."""
+
+INSERT_STREAM_PATH = PATH_PREFIX + "InsertStream"
+SAMPLE_STREAM_PATH = PATH_PREFIX + "SampleStream"
+MUTATE_PRIORITIES_PATH = PATH_PREFIX + "MutatePriorities"
+
+
+def channel_options() -> list[tuple[str, Any]]:
+    """Reverb's client channel settings: round robin, unlimited sizes, 30 s backoff."""
+    return [
+        ("grpc.lb_policy_name", "round_robin"),
+        ("grpc.max_send_message_length", -1),
+        ("grpc.max_receive_message_length", -1),
+        ("grpc.max_reconnect_backoff_ms", 30_000),
+        ("grpc.enable_retries", 0),
+    ]
+
+
+def identity(data: bytes) -> bytes:
+    """The serializer (and deserializer) of a message that is already bytes."""
+    return data
+
+
+_shared_loop: LoopThread | None = None
+_shared_loop_lock = threading.Lock()
+
+
+def shared_loop_thread() -> LoopThread:
+    """The event-loop thread of every blocking client (started on first use)."""
+    global _shared_loop
+    with _shared_loop_lock:
+        if _shared_loop is None:
+            _shared_loop = LoopThread(name="reverb_py-client")
+        return _shared_loop

@@ -1,0 +1,1 @@
+"""The writer subsystem of a client process: the engine, Reverb's writers, their factory."""

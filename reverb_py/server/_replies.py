@@ -1,0 +1,110 @@
+"""The server's wire work on the insert and sample streams, by hand on protobuf bytes.
+
+Insert requests are split into their chunks, items and kept chunk keys without decoding
+the chunks; sample replies (``SampleInfo`` and ``SampleStreamResponse``) are assembled
+from the bytes of the chunks as they arrived (PERF(sample-info): no message objects per
+sample).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from reverb_py import _codec
+from reverb_py.server._chunks import Chunk
+from reverb_py.table import SampledItem
+
+__all__ = ["InsertRequest", "parse_insert_request", "sample_info", "sample_responses"]
+
+# Reverb's limit: chunk bytes per sample response before splitting.
+_MAX_RESPONSE_CHUNK_BYTES = 2 * 1024 * 1024
+
+_DOUBLE = struct.Struct("<d")
+_END_OF_SEQUENCE = b"\x18\x01"  # field 3, varint, true
+
+
+class InsertRequest:
+    """An ``InsertStreamRequest`` split into its fields (chunks and items as bytes)."""
+
+    __slots__ = ("chunks", "items", "keep_chunk_keys")
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.items: list[bytes] = []
+        self.keep_chunk_keys: list[int] = []
+
+
+def parse_insert_request(data: bytes) -> InsertRequest:
+    """Splits an ``InsertStreamRequest`` without decoding its chunks."""
+    request = InsertRequest()
+    for field, wire_type, value in _codec.message_fields(data):
+        if field == 1 and wire_type == 2:
+            request.chunks.append(bytes(value))
+        elif field == 2 and wire_type == 2:
+            request.items.append(bytes(value))
+        elif field == 3:
+            if wire_type == 0:
+                request.keep_chunk_keys.append(value)
+            elif wire_type == 2:
+                pos = 0
+                while pos < len(value):
+                    key, pos = _codec.read_varint(value, pos)
+                    request.keep_chunk_keys.append(key)
+    return request
+
+
+def sample_info(table_field: bytes, record: SampledItem) -> bytes:
+    """Encodes a ``SampleInfo`` by hand (PERF(sample-info): no message objects per sample).
+
+    ``table_field`` is the encoded ``PrioritizedItem.table`` field (tag included). Zero
+    values are left out, as protobuf does.
+    """
+    item = record.item
+    encoded_item = _codec.encode_stored_item(
+        item.key,
+        table_field,
+        record.priority,
+        record.times_sampled,
+        item.inserted_at,
+        item.trajectory if item.trajectory is not None else b"",
+    )
+    info = [_codec.length_delimited(b"\x0a", encoded_item)]
+    if record.probability:
+        info.append(b"\x11" + _DOUBLE.pack(record.probability))
+    if record.table_size:
+        info.append(b"\x18" + _codec.encode_varint(record.table_size))
+    if record.rate_limited:
+        info.append(b"\x20\x01")
+    return b"".join(info)
+
+
+def sample_responses(table: str, records: list[SampledItem]) -> list[bytes]:
+    """Packs samples into ``SampleStreamResponse`` messages of about 2 MiB of chunks."""
+    table_field = _codec.length_delimited(b"\x12", table.encode())
+    responses: list[bytes] = []
+    entries: list[bytes] = []
+    size = 0
+    for record in records:
+        chunks: list[Chunk] = list(record.item.chunks)
+        parts = [_codec.length_delimited(b"\x0a", sample_info(table_field, record))]
+        if not chunks:
+            parts.append(_END_OF_SEQUENCE)
+            entries.append(_codec.length_delimited(b"\x0a", b"".join(parts)))
+            continue
+        for index, chunk in enumerate(chunks):
+            if size and size + len(chunk.data) > _MAX_RESPONSE_CHUNK_BYTES:
+                # Close the current entry and response; the sample continues in the next.
+                if parts:
+                    entries.append(_codec.length_delimited(b"\x0a", b"".join(parts)))
+                    parts = []
+                responses.append(b"".join(entries))
+                entries = []
+                size = 0
+            parts.append(_codec.length_delimited(b"\x12", chunk.data))
+            size += len(chunk.data)
+            if index == len(chunks) - 1:
+                parts.append(_END_OF_SEQUENCE)
+        entries.append(_codec.length_delimited(b"\x0a", b"".join(parts)))
+    if entries:
+        responses.append(b"".join(entries))
+    return responses

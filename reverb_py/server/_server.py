@@ -1,0 +1,275 @@
+"""The ``Server`` facade: tables served over gRPC from a background event-loop thread."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import sys
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from reverb_py import _impl
+from reverb_py._loop_thread import LoopThread
+from reverb_py.server._chunks import parse_chunk
+from reverb_py.server._service import ReverbServicer
+from reverb_py.table import Table
+
+if TYPE_CHECKING:
+    from reverb_py.client import Client
+
+__all__ = ["Server"]
+
+_logger = logging.getLogger("reverb_py")
+
+_OPTIONS = [
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    # gRPC lets a second server bind a port in use (SO_REUSEPORT) and then clients reach
+    # either at random. Reverb turns that off too: a taken port is an error.
+    ("grpc.so_reuseport", 0),
+]
+
+_MISMATCH_POLICIES = ("warn", "refuse")
+
+# Servers still serving. They are stopped when the interpreter exits (before it freezes
+# the loop threads), so a script that never calls stop() still exits.
+_serving: weakref.WeakSet[Server] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_servers_at_exit() -> None:
+    for server in list(_serving):
+        server.stop()
+
+
+def _check_port(port: object) -> int:
+    if port is None:
+        return 0
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise TypeError(f"port must be an integer or None, got {port!r}")
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be between 0 and 65535 (0: any free port), got {port}")
+    return port
+
+
+class Server:
+    """Serves tables over gRPC at Reverb's method paths, from a background thread.
+
+    The server runs a ``grpc.aio`` server on its own event-loop thread (uvloop when
+    installed), so it works from plain synchronous code. The tables passed in are the
+    live tables: their ``info``, ``can_sample`` and ``can_insert`` report what the
+    server holds.
+
+    Args:
+      tables: The tables to serve; at least one, with distinct names.
+      port: The port to listen on; None or 0 picks a free one (see :attr:`port`).
+      checkpointer: Where ``Client.checkpoint()`` writes checkpoints, and where the
+        newest complete checkpoint (or the checkpointer's fallback) is loaded from at
+        start, replacing the state of the tables it names. None: a
+        :func:`reverb_py.checkpointers.default_checkpointer` (a fresh temporary
+        directory, so nothing is loaded).
+      host: The interface to bind. Defaults to ``localhost``: unlike Reverb, which binds
+        every interface, the server is reachable only from this machine unless told
+        otherwise (``"[::]"`` or ``"0.0.0.0"`` for every interface).
+      on_checkpoint_mismatch: What to do when the loaded checkpoint's settings of a
+        table (``max_size``, ``max_times_sampled``, sampler, remover, rate limiter,
+        signature) differ from the table's: ``"warn"`` (the default) logs a warning
+        naming each setting and serves the checkpoint's, as Reverb does; ``"refuse"``
+        raises ``ValueError`` naming them.
+
+    A server that is never stopped is stopped when the interpreter exits.
+
+    Raises:
+      ValueError: no tables, duplicate table names, a port outside 0-65535, the port
+        cannot be bound (for example because another server uses it), the checkpoint
+        to load names a table the server does not have, or differs from the tables
+        with ``on_checkpoint_mismatch="refuse"``.
+      TypeError: a port that is not an integer.
+    """
+
+    def __init__(
+        self,
+        tables: Sequence[Table] | None = None,
+        port: int | None = None,
+        checkpointer: Any = None,
+        *,
+        host: str = "localhost",
+        on_checkpoint_mismatch: str = "warn",
+    ) -> None:
+        if not tables:
+            raise ValueError("At least one table must be provided")
+        port = _check_port(port)
+        if on_checkpoint_mismatch not in _MISMATCH_POLICIES:
+            raise ValueError(
+                f"on_checkpoint_mismatch must be 'warn' or 'refuse', "
+                f"got {on_checkpoint_mismatch!r}"
+            )
+        names = [table.name for table in tables]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(
+                f"Multiple items in tables have the same name: {', '.join(duplicates)}"
+            )
+        from reverb_py import checkpointers
+
+        self._checkpointer = checkpointer or checkpointers.default_checkpointer()
+        self._tables = list(tables)
+        self._restore(self._tables, self._checkpointer, on_checkpoint_mismatch)
+        self._host = host
+        self._stopped = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._loop_thread = LoopThread(name="reverb_py-server")
+        try:
+            self._port = self._loop_thread.run(self._start(host, port))
+        except BaseException:
+            self._stopped.set()
+            self._loop_thread.stop()
+            raise
+        _serving.add(self)
+
+    @staticmethod
+    def _restore(tables: Sequence[Table], checkpointer: Any, on_mismatch: str) -> None:
+        loaded = checkpointer.load_latest(parse_chunk)
+        if loaded is None:
+            return
+        path, snapshots = loaded
+        by_name = {table.name: table for table in tables}
+        for snapshot in snapshots:
+            name = snapshot.checkpoint.table_name
+            if name not in by_name:
+                raise ValueError(
+                    f"Checkpoint {path} holds table '{name}', which this server does not "
+                    f"have (tables: {', '.join(sorted(by_name))})."
+                )
+        differences = [
+            f"table '{snapshot.checkpoint.table_name}' {difference}"
+            for snapshot in snapshots
+            for difference in by_name[snapshot.checkpoint.table_name].config_differences(
+                snapshot
+            )
+        ]
+        if differences and on_mismatch == "refuse":
+            raise ValueError(
+                f"Checkpoint {path} differs from the configured tables: "
+                + "; ".join(differences)
+            )
+        for difference in differences:
+            _logger.warning(
+                "checkpoint %s overrides the configuration: %s", path, difference
+            )
+        for snapshot in snapshots:
+            by_name[snapshot.checkpoint.table_name].restore(snapshot)
+        _logger.info("loaded checkpoint %s (%d tables)", path, len(snapshots))
+
+    @property
+    def checkpointer(self) -> Any:
+        return self._checkpointer
+
+    async def _start(self, host: str, port: int) -> int:
+        self._grpc_server = grpc.aio.server(options=_OPTIONS)
+        servicer = ReverbServicer(
+            {table.name: table for table in self._tables}, checkpointer=self._checkpointer
+        )
+        self._servicer = servicer
+        self._grpc_server.add_generic_rpc_handlers((servicer.handler(),))
+        try:
+            bound = self._grpc_server.add_insecure_port(f"{host}:{port}")
+        except RuntimeError:
+            bound = 0
+        if not bound:
+            await self._grpc_server.stop(None)
+            reason = f"{host!r} is not an address of this machine"
+            if port:
+                reason = f"port {port} is already in use, or {reason}"
+            raise ValueError(f"Failed to bind the gRPC server to {host}:{port}: {reason}")
+        await self._grpc_server.start()
+        return bound
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on (the real one, also when 0 was asked for)."""
+        return self._port
+
+    @property
+    def address(self) -> str:
+        """``host:port`` for clients on this machine."""
+        return f"{self._host}:{self._port}"
+
+    @property
+    def tables(self) -> list[Table]:
+        return list(self._tables)
+
+    def checkpoint(self) -> str:
+        """Writes a checkpoint of every table with the server's checkpointer.
+
+        Returns:
+          The path of the checkpoint directory. Serving goes on while it is written.
+        """
+        path: str = self._loop_thread.run(self._servicer.checkpoint())
+        return path
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stops serving. Idempotent; safe from any thread but the server's own.
+
+        Waiting inserts and samples fail (a sample stream ends with CANCELLED), then the
+        gRPC server stops: after ``grace`` seconds open calls are cancelled (None: at
+        once).
+        """
+        with self._stop_lock:
+            if self._stopped.is_set():
+                return
+            _serving.discard(self)
+            try:
+                self._loop_thread.run(self._stop(grace))
+            finally:
+                self._loop_thread.stop()
+                self._stopped.set()
+
+    async def _stop(self, grace: float | None) -> None:
+        for table in self._tables:
+            table.close()
+        await self._grpc_server.stop(grace)
+
+    def wait(self) -> None:
+        """Blocks until the server is stopped (by :meth:`stop` from another thread).
+
+        Ctrl-C raises ``KeyboardInterrupt`` here, as in Reverb; the server keeps running
+        until stopped.
+        """
+        self._stopped.wait()
+
+    def localhost_client(self) -> Client:
+        """A blocking :class:`reverb_py.Client` connected to this server."""
+        from reverb_py.client import Client
+
+        return Client(f"localhost:{self._port}")
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        # During interpreter shutdown the loop thread may be frozen already; waiting for
+        # it would never end. The atexit hook stopped every serving server before that.
+        if sys.is_finalizing():
+            return
+        if hasattr(self, "_stopped") and not self._stopped.is_set():
+            try:
+                self.stop()
+            except Exception:  # noqa: BLE001 - a finaliser has nothing to report to.
+                pass
+
+    def __repr__(self) -> str:
+        tables = ", ".join(table.name for table in self._tables)
+        state = "stopped" if self._stopped.is_set() else "serving"
+        return (
+            f"Server(address={self.address!r}, tables=[{tables}], "
+            f"implementation={_impl.IMPLEMENTATION!r}, {state})"
+        )
+
