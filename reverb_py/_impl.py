@@ -6,7 +6,8 @@ The rest of the package imports from here, never from ``_pure`` or ``_speedups``
   ``RateLimiterState``;
 * the ``wire`` module: the writer's protobuf encoders (varints, items, trajectory
   columns);
-* the ``checkpoint_records`` module: checkpoint record framing and stored items;
+* the ``checkpoint_records`` module: checkpoint record framing and stored items (also
+  the stored items of the server's sample replies);
 * the ``mutations`` module: ``MutatePriorities``' wire format and ``Table.mutate``'s
   update step;
 * the writer modules ``internal_writer`` (the engine) and ``trajectory_writer`` (the
@@ -65,32 +66,29 @@ def _compiled_modules_built() -> bool:
     return all(find_spec(f"reverb_py._speedups.{name}") is not None for name in COMPILED_MODULES)
 
 
-# `wire` comes first in both branches: reverb_py._codec, which other modules import,
-# takes its encoders from it. The writer modules come last, the engine before the
-# writers (which import it through reverb_py._internal_writer, i.e. from here).
 if TYPE_CHECKING or NO_EXTENSIONS or not _compiled_modules_built():
-    from reverb_py._pure import wire  # isort: skip
-    from reverb_py._pure import checkpoint_records, mutations
+    from reverb_py._pure import checkpoint_records
+    from reverb_py._pure import internal_writer
+    from reverb_py._pure import mutations
+    from reverb_py._pure import trajectory_writer
+    from reverb_py._pure import wire
     from reverb_py._pure.indexed_heap import IndexedHeap
     from reverb_py._pure.indexed_set import IndexedSet
     from reverb_py._pure.ordered_keys import OrderedKeys
     from reverb_py._pure.rate_limiter_state import RateLimiterState
     from reverb_py._pure.sum_tree import SumTree
 
-    from reverb_py._pure import internal_writer  # isort: skip
-    from reverb_py._pure import trajectory_writer  # isort: skip
-
     IMPLEMENTATION = "python"
 else:
-    from reverb_py._speedups import wire  # isort: skip
-    from reverb_py._speedups import checkpoint_records, mutations
+    from reverb_py._speedups import checkpoint_records
+    from reverb_py._speedups import internal_writer
+    from reverb_py._speedups import mutations
+    from reverb_py._speedups import trajectory_writer
+    from reverb_py._speedups import wire
     from reverb_py._speedups.indexed_heap import IndexedHeap
     from reverb_py._speedups.indexed_set import IndexedSet
     from reverb_py._speedups.ordered_keys import OrderedKeys
     from reverb_py._speedups.rate_limiter_state import RateLimiterState
     from reverb_py._speedups.sum_tree import SumTree
-
-    from reverb_py._speedups import internal_writer  # isort: skip
-    from reverb_py._speedups import trajectory_writer  # isort: skip
 
     IMPLEMENTATION = "cython"

@@ -20,7 +20,8 @@ from typing import Any
 
 import grpc
 
-from reverb_py import _codec, _impl, errors
+from reverb_py import _impl, errors
+from reverb_py._codec.fields import message_fields, read_varint
 from reverb_py._status import status_for_error
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py.table import Item, SampledItem, Table
@@ -83,7 +84,7 @@ class _InsertRequest:
 def parse_insert_request(data: bytes) -> _InsertRequest:
     """Splits an ``InsertStreamRequest`` without decoding its chunks."""
     request = _InsertRequest()
-    for field, wire_type, value in _codec.message_fields(data):
+    for field, wire_type, value in message_fields(data):
         if field == 1 and wire_type == 2:
             request.chunks.append(bytes(value))
         elif field == 2 and wire_type == 2:
@@ -94,7 +95,7 @@ def parse_insert_request(data: bytes) -> _InsertRequest:
             elif wire_type == 2:
                 pos = 0
                 while pos < len(value):
-                    key, pos = _codec.read_varint(value, pos)
+                    key, pos = read_varint(value, pos)
                     request.keep_chunk_keys.append(key)
     return request
 
@@ -283,7 +284,7 @@ def _sample_info(table_field: bytes, record: SampledItem) -> bytes:
     values are left out, as protobuf does.
     """
     item = record.item
-    encoded_item = _codec.encode_stored_item(
+    encoded_item = _impl.checkpoint_records.encode_stored_item(
         item.key,
         table_field,
         record.priority,
@@ -291,11 +292,11 @@ def _sample_info(table_field: bytes, record: SampledItem) -> bytes:
         item.inserted_at,
         item.trajectory if item.trajectory is not None else b"",
     )
-    info = [_codec.length_delimited(b"\x0a", encoded_item)]
+    info = [_impl.wire.length_delimited(b"\x0a", encoded_item)]
     if record.probability:
         info.append(b"\x11" + _DOUBLE.pack(record.probability))
     if record.table_size:
-        info.append(b"\x18" + _codec.encode_varint(record.table_size))
+        info.append(b"\x18" + _impl.wire.encode_varint(record.table_size))
     if record.rate_limited:
         info.append(b"\x20\x01")
     return b"".join(info)
@@ -303,31 +304,31 @@ def _sample_info(table_field: bytes, record: SampledItem) -> bytes:
 
 def _sample_responses(table: str, records: list[SampledItem]) -> list[bytes]:
     """Packs samples into ``SampleStreamResponse`` messages of about 2 MiB of chunks."""
-    table_field = _codec.length_delimited(b"\x12", table.encode())
+    table_field = _impl.wire.length_delimited(b"\x12", table.encode())
     responses: list[bytes] = []
     entries: list[bytes] = []
     size = 0
     for record in records:
         chunks: list[Chunk] = list(record.item.chunks)
-        parts = [_codec.length_delimited(b"\x0a", _sample_info(table_field, record))]
+        parts = [_impl.wire.length_delimited(b"\x0a", _sample_info(table_field, record))]
         if not chunks:
             parts.append(_END_OF_SEQUENCE)
-            entries.append(_codec.length_delimited(b"\x0a", b"".join(parts)))
+            entries.append(_impl.wire.length_delimited(b"\x0a", b"".join(parts)))
             continue
         for index, chunk in enumerate(chunks):
             if size and size + len(chunk.data) > _MAX_RESPONSE_CHUNK_BYTES:
                 # Close the current entry and response; the sample continues in the next.
                 if parts:
-                    entries.append(_codec.length_delimited(b"\x0a", b"".join(parts)))
+                    entries.append(_impl.wire.length_delimited(b"\x0a", b"".join(parts)))
                     parts = []
                 responses.append(b"".join(entries))
                 entries = []
                 size = 0
-            parts.append(_codec.length_delimited(b"\x12", chunk.data))
+            parts.append(_impl.wire.length_delimited(b"\x12", chunk.data))
             size += len(chunk.data)
             if index == len(chunks) - 1:
                 parts.append(_END_OF_SEQUENCE)
-        entries.append(_codec.length_delimited(b"\x0a", b"".join(parts)))
+        entries.append(_impl.wire.length_delimited(b"\x0a", b"".join(parts)))
     if entries:
         responses.append(b"".join(entries))
     return responses

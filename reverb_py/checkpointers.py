@@ -67,7 +67,8 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from reverb_py import _codec, _gc, _impl, _tfrecord, errors
+from reverb_py import _gc, _impl, _tfrecord, errors
+from reverb_py._codec.fields import message_fields
 from reverb_py._proto import checkpoint_pb2, schema_pb2
 from reverb_py.table import Item, TableSnapshot
 
@@ -268,9 +269,9 @@ class _Progress:
 
 
 def _fields(data: bytes | memoryview) -> Iterator[tuple[int, int, Any]]:
-    """:func:`reverb_py._codec.message_fields`, malformed input reported as corruption."""
+    """:func:`reverb_py._codec.fields.message_fields`, malformed input reported as corruption."""
     try:
-        yield from _codec.message_fields(data)
+        yield from message_fields(data)
     except errors.InvalidArgumentError as error:
         raise CheckpointCorruptedError(str(error)) from None
 
@@ -484,7 +485,7 @@ class DefaultCheckpointer(CheckpointerBase):
             os.path.join(directory, CHUNKS_FILE)
         ) as chunks_writer:
             for snapshot in snapshots:
-                table_field = _codec.length_delimited(
+                table_field = _impl.wire.length_delimited(
                     b"\x12", snapshot.checkpoint.table_name.encode()
                 )
                 items = snapshot.items

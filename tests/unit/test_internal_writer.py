@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reverb_py import _dtypes, errors
+from reverb_py import errors
+from reverb_py._codec import dtypes as _dtypes
+from reverb_py._codec.signature import flatten_signature
 from reverb_py._internal_writer import (
     AutoTunedChunkerOptions,
     CellRef,
@@ -17,7 +19,6 @@ from reverb_py._internal_writer import (
     InternalTrajectoryWriter,
     format_shape,
 )
-from reverb_py._signature import flatten_signature
 from reverb_py.tensor_spec import TensorSpec
 from tests.fake_transport import FakeTransport, assert_arrays_equal, make_writer
 

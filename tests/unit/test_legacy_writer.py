@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from reverb_py import errors
+from reverb_py._codec.signature import flatten_signature
 from reverb_py._internal_writer import ConstantChunkerOptions
 from reverb_py._legacy_writer import Writer
-from reverb_py._signature import flatten_signature
 from reverb_py.tensor_spec import TensorSpec
 from tests.fake_transport import FakeTransport, assert_arrays_equal, make_writer
 

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from reverb_py import _dtypes
+from reverb_py._codec import dtypes as _dtypes
 from reverb_py._proto import struct_pb2, tensor_pb2, tensor_shape_pb2
 from reverb_py.tensor_spec import BoundedTensorSpec, Shape, TensorSpec
 
