@@ -58,6 +58,7 @@ _STRING_ENUM: Final = int(types_pb2.DT_STRING)
 _MAX_VARINT32_BYTES: Final = 5
 _MAX_BYTES: Final = np.iinfo(np.int64).max
 _SNAPPY = cramjam.snappy
+_UNDEFINED_VALUE_SHAPE: Final = ": a tensor value must have a fully defined shape."
 # Element counts from which numpy beats a Python loop for the varint headers.
 _VECTORIZE_DECODE_FROM: Final = 128
 
@@ -330,19 +331,25 @@ def encode_tensor_bytes(array: Array) -> tuple[bytes, int]:
     return b"".join(parts), uncompressed
 
 
-def _proto_shape(proto: tensor_pb2.TensorProto, itemsize: int) -> tuple[tuple[int, ...], int]:
+def _proto_shape(
+    proto: tensor_pb2.TensorProto, itemsize: int, *, plain: bool = False
+) -> tuple[tuple[int, ...], int]:
     """Returns the fully-defined shape of ``proto`` and its element count.
+
+    ``plain``: the tensor is a plain value (a signature bound), whose errors say that a
+    value needs a fully defined shape.
 
     Raises:
       InvalidArgumentError: unknown rank, unknown or negative dims, or a size that
         cannot be addressed.
     """
+    ending = _UNDEFINED_VALUE_SHAPE if plain else "."
     shape_proto = proto.tensor_shape
     if shape_proto.unknown_rank:
-        raise InvalidArgumentError("Cannot decode a TensorProto of unknown rank.")
+        raise InvalidArgumentError(f"Cannot decode a TensorProto of unknown rank{ending}")
     shape = tuple([dim.size for dim in shape_proto.dim])
     if shape and min(shape) < 0:
-        raise InvalidArgumentError(f"Cannot decode a TensorProto of shape {list(shape)}.")
+        raise InvalidArgumentError(f"Cannot decode a TensorProto of shape {list(shape)}{ending}")
     count = math.prod(shape)
     if count * max(itemsize, 1) > _MAX_BYTES:
         raise InvalidArgumentError(f"TensorProto of shape {list(shape)} is too large.")
@@ -484,7 +491,8 @@ def _typed_values(proto: tensor_pb2.TensorProto, enum: int, native: np.dtype[Any
 
 
 def decode_plain_tensor(proto: tensor_pb2.TensorProto) -> Array:
-    """Decodes an uncompressed ``TensorProto`` as TensorFlow writes one.
+    """Decodes an uncompressed ``TensorProto`` as TensorFlow writes one (the bounds of a
+    ``BoundedTensorSpec`` in a signature).
 
     Numeric data is read from ``tensor_content`` (raw little-endian bytes, exactly
     ``prod(shape) * itemsize`` of them) when it is set, else from the typed field of the
@@ -501,7 +509,7 @@ def decode_plain_tensor(proto: tensor_pb2.TensorProto) -> Array:
     """
     enum = int(proto.dtype)
     native, storage = _decode_dtype(enum)
-    shape, count = _proto_shape(proto, native.itemsize)
+    shape, count = _proto_shape(proto, native.itemsize, plain=True)
     if storage is None:
         return _decode_strings(proto, shape, count, broadcast=True)
     content = proto.tensor_content
@@ -509,8 +517,8 @@ def decode_plain_tensor(proto: tensor_pb2.TensorProto) -> Array:
         expected = count * storage.itemsize
         if len(content) != expected:
             raise InvalidArgumentError(
-                f"tensor_content of a {_dtypes.tf_dtype_name(native)} TensorProto of shape "
-                f"{list(shape)} has {len(content)} bytes, expected {expected}."
+                f"tensor_content has {len(content)} bytes, expected {expected} for a "
+                f"{_dtypes.tf_dtype_name(native)} TensorProto of shape {list(shape)}."
             )
         return np.frombuffer(content, dtype=storage).reshape(shape).astype(native)
     return _broadcast(_typed_values(proto, enum, native), count, shape)
