@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from reverb_py._codec import dtypes as _dtypes
-from reverb_py._codec.tensor import decode_plain_tensor
+from reverb_py._codec.tensor import decode_plain_tensor, string_bytes
 from reverb_py._proto import struct_pb2, tensor_pb2, tensor_shape_pb2
 from reverb_py.tensor_spec import BoundedTensorSpec, Shape, TensorSpec
 
@@ -92,11 +92,10 @@ def _shape_to_proto(shape: Shape, proto: tensor_shape_pb2.TensorShapeProto) -> N
 
 
 def _string_bytes(item: object) -> bytes:
-    if isinstance(item, str):
-        return item.encode()
-    if isinstance(item, bytes):
-        return bytes(item)
-    raise ValueError(f"String bound elements must be str or bytes, got {item!r}")
+    data = string_bytes(item)
+    if data is None:
+        raise ValueError(f"String bound elements must be str or bytes, got {item!r}")
+    return data
 
 
 def _array_to_tensor_proto(

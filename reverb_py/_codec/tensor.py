@@ -43,6 +43,7 @@ __all__ = [
     "delta_decode",
     "delta_encode",
     "encode_tensor_bytes",
+    "string_bytes",
 ]
 
 Array = npt.NDArray[Any]
@@ -119,11 +120,12 @@ def _string_items(array: Array) -> list[Any]:
     return items
 
 
-def _as_bytes(item: object) -> bytes:
-    """Converts one element of an object string array to ``bytes``.
+def string_bytes(item: object) -> bytes | None:
+    """One element of a string tensor as ``bytes``: ``bytes`` as it is, ``str`` as UTF-8,
+    ``bytearray`` and ``memoryview`` copied; None for anything else.
 
-    Raises:
-      InvalidArgumentError: the element is neither bytes-like nor ``str``.
+    The one rule of what a string element is, for every encoder (chunks, the writer's
+    values, signature bounds); each caller raises its own error for None.
     """
     if isinstance(item, bytes):
         return item
@@ -131,10 +133,22 @@ def _as_bytes(item: object) -> bytes:
         return item.encode("utf-8")
     if isinstance(item, (bytearray, memoryview)):
         return bytes(item)
-    raise InvalidArgumentError(
-        "String tensors must hold bytes or str elements, "
-        f"got an element of type {type(item).__name__}."
-    )
+    return None
+
+
+def _as_bytes(item: object) -> bytes:
+    """Converts one element of an object string array to ``bytes``.
+
+    Raises:
+      InvalidArgumentError: the element is neither bytes-like nor ``str``.
+    """
+    data = string_bytes(item)
+    if data is None:
+        raise InvalidArgumentError(
+            "String tensors must hold bytes or str elements, "
+            f"got an element of type {type(item).__name__}."
+        )
+    return data
 
 
 def _encode_varints(lengths: list[int]) -> bytes:

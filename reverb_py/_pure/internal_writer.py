@@ -57,6 +57,7 @@ import numpy.typing as npt
 from reverb_py import _impl
 from reverb_py._codec import chunk as _chunk
 from reverb_py._codec import dtypes as _dtypes
+from reverb_py._codec import tensor as _tensor
 from reverb_py._proto import schema_pb2
 from reverb_py.errors import (
     DeadlineExceededError,
@@ -581,17 +582,13 @@ def _to_array(value: object) -> npt.NDArray[Any]:
         items = array.ravel().tolist()
         converted = np.empty(len(items), dtype=object)
         for index, item in enumerate(items):
-            if isinstance(item, bytes):
-                converted[index] = item
-            elif isinstance(item, str):
-                converted[index] = item.encode("utf-8")
-            elif isinstance(item, (bytearray, memoryview)):
-                converted[index] = bytes(item)
-            else:
+            data = _tensor.string_bytes(item)
+            if data is None:
                 raise TypeError(
                     f"Unable to convert {value!r} to a tensor: an element of type "
                     f"{type(item).__name__} is not a string."
                 )
+            converted[index] = data
         array = converted.reshape(array.shape)
     else:
         try:

@@ -221,6 +221,17 @@ def test_unsupported_values_are_rejected(array: np.ndarray) -> None:
 # --------------------------------------------------------------------------------------
 
 
+def test_string_bytes_is_the_one_rule_for_string_elements() -> None:
+    data = b"abc"
+    assert _tensor.string_bytes(data) is data
+    assert _tensor.string_bytes("é") == "é".encode()
+    for view in (bytearray(b"ab"), memoryview(b"ab")):
+        converted = _tensor.string_bytes(view)
+        assert type(converted) is bytes and converted == b"ab"
+    for other in (None, 1, 1.5, np.int8(1), [b"a"]):
+        assert _tensor.string_bytes(other) is None
+
+
 def test_spec_example_strings_exact_bytes() -> None:
     proto = oracles.encode_tensor(np.array([b"ab", b"ccccc"], dtype=object))
     assert proto.dtype == types_pb2.DT_STRING
