@@ -31,6 +31,7 @@ from operator import index as _index
 
 from reverb_py._pure._common import KEY_MAX
 from reverb_py._pure.checkpoint_records import decode_item
+from reverb_py._pure.checkpoint_records import encode_stored_item as _pure_encode_stored_item
 from reverb_py.errors import InvalidArgumentError
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "decode_item",
     "decode_items",
     "encode_items",
+    "encode_stored_item",
     "frame_records",
     "masked_crc32c",
     "split_records",
@@ -153,6 +155,76 @@ def frame_records(payloads) -> bytes:
     return PyBytes_FromStringAndSize(out.data(), out.size())
 
 
+cdef void _put_stored_item(string& out, uint64_t key, const char* table, size_t table_size,
+                           uint64_t priority_bits, const char* trajectory,
+                           size_t trajectory_size, int64_t times_sampled,
+                           int64_t inserted_at) noexcept:
+    """Appends the serialised ``PrioritizedItem`` of :func:`encode_stored_item` to ``out``."""
+    cdef unsigned char timestamp[22]
+    cdef size_t timestamp_size = 0
+    cdef int64_t seconds, nanos
+    if key:
+        out.push_back(b"\x08")
+        _put_varint(out, key)
+    out.append(table, table_size)
+    if priority_bits:
+        out.push_back(b"\x29")
+        _put_le64(out, priority_bits)
+    out.push_back(b"\x42")
+    _put_varint(out, trajectory_size)
+    out.append(trajectory, trajectory_size)
+    if times_sampled:
+        out.push_back(b"\x30")
+        _put_varint(out, <uint64_t>times_sampled)
+    # Floor division, as Python's divmod: nanos is never negative.
+    seconds = inserted_at // _NS
+    nanos = inserted_at - seconds * _NS
+    if nanos < 0:
+        seconds -= 1
+        nanos += _NS
+    if seconds:
+        timestamp[0] = 0x08
+        timestamp_size = 1 + put_varint(timestamp + 1, <uint64_t>seconds)
+    if nanos:
+        timestamp[timestamp_size] = 0x10
+        timestamp_size += 1 + put_varint(timestamp + timestamp_size + 1, <uint64_t>nanos)
+    out.push_back(b"\x3a")
+    _put_varint(out, timestamp_size)
+    out.append(<const char*>timestamp, timestamp_size)
+
+
+def encode_stored_item(key, table, priority, times_sampled, inserted_at_ns,
+                       flat_trajectory) -> bytes:
+    """A serialised ``PrioritizedItem`` as a server stores it: ``wire.encode_item`` plus
+    ``times_sampled`` (6) and ``inserted_at`` (7, a Timestamp); ``table`` as there.
+
+    Raises:
+      OverflowError, TypeError: as ``wire.encode_item`` and ``wire.encode_varint``.
+    """
+    # PERF(stored-item): exact ints in the int64 range (a key in [0, 2**64)), a float
+    # priority and bytes are written here; anything else goes to the pure twin, which
+    # decides (and raises its errors).
+    cdef uint64_t key_value
+    cdef double priority_value
+    cdef uint64_t priority_bits
+    cdef string out
+    if (type(key) is not int or type(table) is not bytes or type(priority) is not float
+            or type(times_sampled) is not int or type(inserted_at_ns) is not int
+            or type(flat_trajectory) is not bytes
+            or not 0 <= key <= _KEY_MAX
+            or not _INT64_MIN <= times_sampled < _INT64_END
+            or not _INT64_MIN <= inserted_at_ns < _INT64_END):
+        return _pure_encode_stored_item(
+            key, table, priority, times_sampled, inserted_at_ns, flat_trajectory)
+    key_value = key
+    priority_value = priority
+    memcpy(&priority_bits, &priority_value, 8)
+    _put_stored_item(out, key_value, PyBytes_AS_STRING(table), <size_t>PyBytes_GET_SIZE(table),
+                     priority_bits, PyBytes_AS_STRING(flat_trajectory),
+                     <size_t>PyBytes_GET_SIZE(flat_trajectory), times_sampled, inserted_at_ns)
+    return PyBytes_FromStringAndSize(out.data(), out.size())
+
+
 def encode_items(items, bytes table_field) -> bytes:
     """The framed ``PrioritizedItem`` records of table items, as a checkpoint stores them.
 
@@ -162,21 +234,20 @@ def encode_items(items, bytes table_field) -> bytes:
         ``SerializeToString``, or None for an empty one), ``times_sampled`` and
         ``inserted_at`` (ns since the epoch; both ints in the int64 range), as
         :class:`reverb_py.table.Item`.
-      table_field: The encoded ``table`` field (``_codec.length_delimited(b"\\x12",
+      table_field: The encoded ``table`` field (``wire.length_delimited(b"\\x12",
         name.encode())``), or ``b""``.
 
     Returns:
       Each item's record framed as TFRecord, concatenated: the bytes of
-      ``frame_records([_codec.encode_stored_item(...) for item in items])``.
+      ``frame_records([encode_stored_item(...) for item in items])``.
 
     Raises:
       InvalidArgumentError: a key, ``times_sampled`` or ``inserted_at`` is out of range.
     """
     cdef string out
     cdef string payload
-    cdef string timestamp
     cdef uint64_t key
-    cdef int64_t times_sampled, inserted_at, seconds, nanos
+    cdef int64_t times_sampled, inserted_at
     cdef double priority
     cdef uint64_t priority_bits
     cdef const unsigned char[::1] view
@@ -214,37 +285,11 @@ def encode_items(items, bytes table_field) -> bytes:
         trajectory_data = PyBytes_AS_STRING(trajectory)
         trajectory_size = <size_t>PyBytes_GET_SIZE(trajectory)
 
-        payload.clear()
-        if key:
-            payload.push_back(b"\x08")
-            _put_varint(payload, key)
-        payload.append(PyBytes_AS_STRING(table_field), <size_t>PyBytes_GET_SIZE(table_field))
         memcpy(&priority_bits, &priority, 8)
-        if priority_bits:
-            payload.push_back(b"\x29")
-            _put_le64(payload, priority_bits)
-        payload.push_back(b"\x42")
-        _put_varint(payload, trajectory_size)
-        payload.append(trajectory_data, trajectory_size)
-        if times_sampled:
-            payload.push_back(b"\x30")
-            _put_varint(payload, <uint64_t>times_sampled)
-        # Floor division, as Python's divmod: nanos is never negative.
-        seconds = inserted_at // _NS
-        nanos = inserted_at - seconds * _NS
-        if nanos < 0:
-            seconds -= 1
-            nanos += _NS
-        timestamp.clear()
-        if seconds:
-            timestamp.push_back(b"\x08")
-            _put_varint(timestamp, <uint64_t>seconds)
-        if nanos:
-            timestamp.push_back(b"\x10")
-            _put_varint(timestamp, <uint64_t>nanos)
-        payload.push_back(b"\x3a")
-        _put_varint(payload, timestamp.size())
-        payload.append(timestamp)
+        payload.clear()
+        _put_stored_item(payload, key, PyBytes_AS_STRING(table_field),
+                         <size_t>PyBytes_GET_SIZE(table_field), priority_bits,
+                         trajectory_data, trajectory_size, times_sampled, inserted_at)
         _frame(out, payload.data(), payload.size())
     return PyBytes_FromStringAndSize(out.data(), out.size())
 
@@ -254,7 +299,7 @@ def encode_items(items, bytes table_field) -> bytes:
 
 cdef inline Py_ssize_t _codec_varint(const uint8_t* data, Py_ssize_t pos, Py_ssize_t end,
                                      uint64_t* out) except -1:
-    """``reverb_py._codec.read_varint``: the same values, errors and messages."""
+    """``reverb_py._codec.fields.read_varint``: the same values, errors and messages."""
     cdef uint64_t result = 0
     cdef int shift = 0
     cdef uint8_t byte
@@ -275,7 +320,7 @@ cdef inline Py_ssize_t _codec_varint(const uint8_t* data, Py_ssize_t pos, Py_ssi
 cdef inline Py_ssize_t _codec_field(const uint8_t* data, Py_ssize_t pos, Py_ssize_t end,
                                     uint64_t* number, int* wire_type, uint64_t* value,
                                     Py_ssize_t* start) except -1:
-    """One step of ``reverb_py._codec.message_fields``: the field at ``pos``; for a
+    """One step of ``reverb_py._codec.fields.message_fields``: the field at ``pos``; for a
     length-delimited one ``start`` and ``value`` give its bytes (from, size)."""
     cdef uint64_t tag
     pos = _codec_varint(data, pos, end, &tag)

@@ -27,7 +27,7 @@ from libcpp.vector cimport vector
 
 from _varint cimport put_varint, varint_size
 
-from reverb_py import _codec
+from reverb_py._pure import mutations as _pure
 from reverb_py.errors import InvalidArgumentError
 
 __all__ = [
@@ -98,8 +98,9 @@ def encode_mutate_request(table, updates, deletes):
     """A serialised ``MutatePrioritiesRequest``, or None when a key or priority is not a
     plain number (build the message instead, which raises the usual errors).
 
-    The bytes, and when None is returned, are those of ``_codec.encode_mutate_request``:
-    every update carries both of its fields and ``delete_keys`` is packed.
+    Table = 1, updates = 2 repeated ``KeyWithPriority{key = 1, priority = 2}``, packed
+    delete_keys = 3. Every update carries both of its fields (also a zero key or
+    priority), which any protobuf parser reads like the canonical encoding.
 
     Args:
       table: the table's name.
@@ -107,11 +108,11 @@ def encode_mutate_request(table, updates, deletes):
       deletes: keys to delete.
     """
     # PERF(mutate-encode): plain dicts of ints and floats and lists or tuples of ints are
-    # written here in one pass; anything else goes to _codec, which decides.
+    # written here in one pass; anything else goes to the pure twin, which decides.
     if type(table) is not str or (updates is not None and type(updates) is not dict) or (
         deletes is not None and type(deletes) is not list and type(deletes) is not tuple
     ):
-        return _codec.encode_mutate_request(table, updates, deletes)
+        return _pure.encode_mutate_request(table, updates, deletes)
     cdef bytes name = table.encode("utf-8") if table else b""
     cdef Py_ssize_t num_updates = len(updates) if updates else 0
     cdef Py_ssize_t num_deletes = len(deletes) if deletes else 0
@@ -130,7 +131,7 @@ def encode_mutate_request(table, updates, deletes):
     if num_updates:
         while PyDict_Next(updates, &pos, &key_ptr, &value_ptr):
             if not _as_key(<object>key_ptr, &key) or not _as_double(<object>value_ptr, &priority):
-                return _codec.encode_mutate_request(table, updates, deletes)
+                return _pure.encode_mutate_request(table, updates, deletes)
             keys.push_back(key)
             priorities.push_back(priority)
             # 0x12, length, 0x08, the key's varint, 0x11, 8 bytes of double.
@@ -140,7 +141,7 @@ def encode_mutate_request(table, updates, deletes):
         delete_keys.reserve(num_deletes)
         for item in deletes:
             if not _as_key(item, &key):
-                return _codec.encode_mutate_request(table, updates, deletes)
+                return _pure.encode_mutate_request(table, updates, deletes)
             delete_keys.push_back(key)
             packed_size += varint_size(key)
     cdef Py_ssize_t name_size = len(name)

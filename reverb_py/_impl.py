@@ -6,7 +6,8 @@ The rest of the package imports from here, never from ``_pure`` or ``_speedups``
   ``RateLimiterState``;
 * the ``wire`` module: the writer's protobuf encoders (varints, items, trajectory
   columns);
-* the ``checkpoint_records`` module: checkpoint record framing and stored items;
+* the ``checkpoint_records`` module: checkpoint record framing and stored items (also
+  the stored items of the server's sample replies);
 * the ``mutations`` module: ``MutatePriorities``' wire format and ``Table.mutate``'s
   update step.
 
@@ -65,11 +66,8 @@ def _compiled_modules_built() -> bool:
     return all(find_spec(f"reverb_py._speedups.{name}") is not None for name in COMPILED_MODULES)
 
 
-# `wire` comes first in both branches: reverb_py._codec, which other modules import,
-# takes its encoders from it.
 if TYPE_CHECKING or NO_EXTENSIONS or not _compiled_modules_built():
-    from reverb_py._pure import wire  # isort: skip
-    from reverb_py._pure import checkpoint_records, mutations
+    from reverb_py._pure import checkpoint_records, mutations, wire
     from reverb_py._pure.indexed_heap import IndexedHeap
     from reverb_py._pure.indexed_set import IndexedSet
     from reverb_py._pure.ordered_keys import OrderedKeys
@@ -78,8 +76,7 @@ if TYPE_CHECKING or NO_EXTENSIONS or not _compiled_modules_built():
 
     IMPLEMENTATION = "python"
 else:
-    from reverb_py._speedups import wire  # isort: skip
-    from reverb_py._speedups import checkpoint_records, mutations
+    from reverb_py._speedups import checkpoint_records, mutations, wire
     from reverb_py._speedups.indexed_heap import IndexedHeap
     from reverb_py._speedups.indexed_set import IndexedSet
     from reverb_py._speedups.ordered_keys import OrderedKeys

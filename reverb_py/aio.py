@@ -263,7 +263,7 @@ class Client:
         )
 
     async def _flat_signatures(self) -> dict[str, Any]:
-        from reverb_py._signature import flatten_signature
+        from reverb_py._codec.signature import flatten_signature
 
         infos = await self.server_info()
         return {
@@ -278,7 +278,7 @@ class Client:
 
 def _last_step_of_every_column(writer: Any) -> Any:
     """The trajectory of ``Client.insert``: each column's last step, with its time axis."""
-    from reverb_py._nest import map_structure
+    from reverb_py._codec.nest import map_structure
 
     return map_structure(lambda column: column[-1:], writer.history)
 

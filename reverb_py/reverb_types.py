@@ -41,7 +41,7 @@ class TableInfo:
     @classmethod
     def from_proto(cls, proto: schema_pb2.TableInfo) -> TableInfo:
         """Builds the snapshot from a ``TableInfo`` message."""
-        from reverb_py._signature import decode_signature
+        from reverb_py._codec.signature import decode_signature
 
         signature = decode_signature(proto.signature) if proto.HasField("signature") else None
         return cls(

@@ -233,7 +233,7 @@ class Table:
         self._signature: SpecNest | None = None
         self._signature_proto: Any = None
         if signature:
-            from reverb_py._signature import decode_signature, encode_signature
+            from reverb_py._codec.signature import decode_signature, encode_signature
 
             self._signature_proto = encode_signature(signature)
             self._signature = decode_signature(self._signature_proto)
@@ -1003,7 +1003,7 @@ class Table:
         )
         self._set_selectors(sampler, remover)
         if checkpoint.HasField("signature"):
-            from reverb_py._signature import decode_signature
+            from reverb_py._codec.signature import decode_signature
 
             self._signature_proto = checkpoint.signature
             self._signature = decode_signature(checkpoint.signature)
@@ -1077,7 +1077,7 @@ def _selector_or_options(options: Any) -> object:
 def _describe_signature(proto: Any) -> str:
     if proto is None:
         return "none"
-    from reverb_py._signature import decode_signature
+    from reverb_py._codec.signature import decode_signature
 
     try:
         return repr(decode_signature(proto))

@@ -10,7 +10,7 @@ Normal forms:
 * ``shape`` is ``None`` (unknown rank) or a tuple whose items are ``int`` (>= 0) or
   ``None`` (unknown size). Lists, tuples, single ints and ``tf.TensorShape``-like objects
   (with ``.as_list()``) are accepted.
-* ``dtype`` is a numpy dtype from :mod:`reverb_py._dtypes`; strings are
+* ``dtype`` is a numpy dtype from :mod:`reverb_py._codec.dtypes`; strings are
   ``np.dtype(object)`` (the numpy type of ``tf.string``).
 * ``name`` is a ``str`` or ``None``.
 
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from reverb_py import _dtypes
+from reverb_py._codec import dtypes as _dtypes
 
 __all__ = [
     "BoundedTensorSpec",
@@ -125,7 +125,7 @@ class TensorSpec:
 
         Args:
           shape: a shape-like value; see :func:`normalize_shape`.
-          dtype: a dtype-like value; see :func:`reverb_py._dtypes.normalize_dtype`.
+          dtype: a dtype-like value; see :func:`reverb_py._codec.dtypes.normalize_dtype`.
           name: optional name.
 
         Raises:

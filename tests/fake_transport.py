@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from reverb_py import _codec
+from reverb_py._codec import chunk as _chunk
 from reverb_py._proto import schema_pb2
 from reverb_py._writer.engine import InternalTrajectoryWriter, OutgoingBatch
 
@@ -210,8 +210,8 @@ class FakeTransport:
         if index is None:
             return [self.decoded(i) for i in range(len(self.inserted))]
         inserted = self.inserted[index]
-        chunks = {key: _codec.decode_chunk(chunk) for key, chunk in inserted.chunks.items()}
-        return _codec.unpack_trajectory(inserted.item.flat_trajectory, chunks)
+        chunks = {key: _chunk.decode_chunk(chunk) for key, chunk in inserted.chunks.items()}
+        return _chunk.unpack_trajectory(inserted.item.flat_trajectory, chunks)
 
     def items_for(self, table: str) -> list[schema_pb2.PrioritizedItem]:
         return [entry.item for entry in self.inserted if entry.item.table == table]

@@ -2,7 +2,7 @@
 
 One request asks for all the samples wanted; the server answers with many samples per
 response. Chunks are decoded once per stream and kept in a small cache
-(:class:`reverb_py._codec.ChunkCache`), because overlapping sequence items share chunks.
+(:class:`reverb_py._codec.chunk.ChunkCache`), because overlapping sequence items share chunks.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 import grpc
 import numpy as np
 
-from reverb_py import _codec, errors
+from reverb_py import errors
 from reverb_py._client.channel import SAMPLE_STREAM_PATH
+from reverb_py._codec.chunk import ChunkCache, unpack_trajectory
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._status import error_for_status, error_from_rpc
 from reverb_py.replay_sample import ReplaySample, SampleInfo
@@ -57,7 +58,7 @@ async def sample_stream(
         request_serializer=reverb_service_pb2.SampleStreamRequest.SerializeToString,
         response_deserializer=reverb_service_pb2.SampleStreamResponse.FromString,
     )()
-    cache = _codec.ChunkCache()
+    cache = ChunkCache()
     produced = 0
     info: schema_pb2.SampleInfo | None = None
     chunks: dict[int, list[np.ndarray]] = {}
@@ -79,7 +80,7 @@ async def sample_stream(
                 if entry.end_of_sequence:
                     if info is None:
                         raise errors.InternalError("Sample entry without info.")
-                    columns = _codec.unpack_trajectory(info.item.flat_trajectory, chunks)
+                    columns = unpack_trajectory(info.item.flat_trajectory, chunks)
                     produced += 1
                     yield _info(info), columns
                     info = None
@@ -137,7 +138,7 @@ def to_replay_samples(
 def _packer(signature: Any) -> Any:
     if signature is None:
         return list
-    from reverb_py._nest import unflatten_as
+    from reverb_py._codec.nest import unflatten_as
 
     def pack(values: Sequence[Any]) -> Any:
         return unflatten_as(signature, list(values))

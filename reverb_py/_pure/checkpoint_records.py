@@ -12,9 +12,10 @@ Framing (TFRecord)::
     uint64 length, uint32 masked CRC32C of those 8 bytes, payload,
     uint32 masked CRC32C of the payload          (all little-endian)
 
-:func:`chunk_key_and_episode` is :func:`reverb_py._codec.chunk_key_and_episode` (the
-server reads every chunk it receives or loads with it). Stored items are decoded with
-protobuf here. The compiled twin reads the layout that
+:func:`chunk_key_and_episode` is :func:`reverb_py._codec.fields.chunk_key_and_episode`
+(the server reads every chunk it receives or loads with it). :func:`encode_stored_item`
+writes one stored item (the server's sample replies use it too). Stored items are
+decoded with protobuf here. The compiled twin reads the layout that
 Reverb and reverb_py write straight from the bytes and hands anything else (unusual
 field order or encodings, unknown fields, malformed bytes) to :func:`decode_item`
 below, so both give protobuf's answer for every input.
@@ -30,9 +31,10 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from reverb_py._codec import chunk_key_and_episode, encode_stored_item
+from reverb_py._codec.fields import chunk_key_and_episode
 from reverb_py._proto import schema_pb2
 from reverb_py._pure._common import KEY_MAX
+from reverb_py._pure.wire import encode_item, encode_varint, length_delimited
 from reverb_py.errors import InvalidArgumentError
 
 with warnings.catch_warnings():
@@ -45,6 +47,7 @@ __all__ = [
     "decode_item",
     "decode_items",
     "encode_items",
+    "encode_stored_item",
     "frame_records",
     "masked_crc32c",
     "split_records",
@@ -100,12 +103,12 @@ def encode_items(items: Sequence[Any], table_field: bytes) -> bytes:
         ``SerializeToString``, or None for an empty one), ``times_sampled`` and
         ``inserted_at`` (ns since the epoch; both ints in the int64 range), as
         :class:`reverb_py.table.Item`.
-      table_field: The encoded ``table`` field (``_codec.length_delimited(b"\\x12",
+      table_field: The encoded ``table`` field (``wire.length_delimited(b"\\x12",
         name.encode())``), or ``b""``.
 
     Returns:
       Each item's record framed as TFRecord, concatenated: the bytes of
-      ``frame_records([_codec.encode_stored_item(...) for item in items])``.
+      ``frame_records([encode_stored_item(...) for item in items])``.
 
     Raises:
       InvalidArgumentError: a key, ``times_sampled`` or ``inserted_at`` is out of range.
@@ -140,6 +143,33 @@ def encode_items(items: Sequence[Any], table_field: bytes) -> bytes:
             out,
         )
     return bytes(out)
+
+
+def encode_stored_item(
+    key: int,
+    table: bytes,
+    priority: float,
+    times_sampled: int,
+    inserted_at_ns: int,
+    flat_trajectory: bytes,
+) -> bytes:
+    """A serialised ``PrioritizedItem`` as a server stores it: ``wire.encode_item`` plus
+    ``times_sampled`` (6) and ``inserted_at`` (7, a Timestamp); ``table`` as there.
+
+    Raises:
+      OverflowError, TypeError: as ``wire.encode_item`` and ``wire.encode_varint``.
+    """
+    seconds, nanos = divmod(inserted_at_ns, 1_000_000_000)
+    timestamp = (b"\x08" + encode_varint(seconds) if seconds else b"") + (
+        b"\x10" + encode_varint(nanos) if nanos else b""
+    )
+    return b"".join(
+        [
+            encode_item(key, table, priority, flat_trajectory),
+            b"\x30" + encode_varint(times_sampled) if times_sampled else b"",
+            length_delimited(b"\x3a", timestamp),
+        ]
+    )
 
 
 def split_records(data: bytes | bytearray | memoryview, pos: int = 0) -> tuple[list[bytes], int]:

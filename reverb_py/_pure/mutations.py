@@ -16,12 +16,14 @@ both have the same API and the same results, and raise the same errors.
 from __future__ import annotations
 
 from collections.abc import Container, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
+import numpy as np
+import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
-from reverb_py import _codec
 from reverb_py._proto import reverb_service_pb2
+from reverb_py._pure.wire import length_delimited
 from reverb_py.errors import InvalidArgumentError
 
 __all__ = [
@@ -38,6 +40,31 @@ _MALFORMED = (
 
 _FromString = reverb_service_pb2.MutatePrioritiesRequest.FromString
 
+Array = npt.NDArray[Any]
+
+
+_VARINT_SHIFTS: Final = np.arange(0, 70, 7, dtype=np.uint64)
+_VARINT_LIMITS: Final = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
+_VARINT_COLUMNS: Final = np.arange(10)
+
+
+def _varint_matrix(values: npt.NDArray[np.uint64]) -> tuple[Array, Array]:
+    """The varint bytes of every value, one row of 10 per value, and each row's width."""
+    widths = (values[:, None] >= _VARINT_LIMITS).sum(axis=1) + 1
+    groups = ((values[:, None] >> _VARINT_SHIFTS) & np.uint64(0x7F)).astype(np.uint8)
+    groups[_VARINT_COLUMNS < (widths - 1)[:, None]] |= 0x80
+    return groups, widths
+
+
+def _as_uint64(values: list[Any]) -> npt.NDArray[np.uint64] | None:
+    """``values`` as uint64 if every one is an integer in [0, 2**64), else None."""
+    if not set(map(type, values)) <= {int}:
+        return None
+    try:
+        return np.fromiter(values, dtype=np.uint64, count=len(values))
+    except (OverflowError, ValueError):
+        return None
+
 
 def encode_mutate_request(
     table: str, updates: Mapping[int, float] | None, deletes: Sequence[int] | None
@@ -45,15 +72,50 @@ def encode_mutate_request(
     """A serialised ``MutatePrioritiesRequest``, or None when a key or priority is not a
     plain number (build the message instead, which raises the usual errors).
 
-    The bytes, and when None is returned, are those of ``_codec.encode_mutate_request``:
-    every update carries both of its fields and ``delete_keys`` is packed.
+    Table = 1, updates = 2 repeated ``KeyWithPriority{key = 1, priority = 2}``, packed
+    delete_keys = 3. Every update carries both of its fields (also a zero key or
+    priority), which any protobuf parser reads like the canonical encoding.
 
     Args:
       table: the table's name.
       updates: new priorities by key.
       deletes: keys to delete.
     """
-    return _codec.encode_mutate_request(table, updates, deletes)
+    # Written with numpy: every field of every update at once.
+    parts = [length_delimited(b"\x0a", table.encode("utf-8")) if table else b""]
+    if updates:
+        keys = _as_uint64(list(updates.keys()))
+        if keys is None:
+            return None
+        try:
+            priorities = np.array(list(updates.values()))
+        except (OverflowError, ValueError, TypeError):
+            return None
+        if priorities.ndim != 1 or priorities.dtype.kind not in "fiu":
+            return None
+        key_bytes, widths = _varint_matrix(keys)
+        count = keys.shape[0]
+        # One row per update: 0x12, length, 0x08, key varint (10 slots), 0x11, double.
+        rows = np.empty((count, 22), dtype=np.uint8)
+        rows[:, 0] = 0x12
+        rows[:, 1] = (widths + 10).astype(np.uint8)
+        rows[:, 2] = 0x08
+        rows[:, 3:13] = key_bytes
+        rows[:, 13] = 0x11
+        rows[:, 14:22] = (
+            priorities.astype("<f8").reshape(count, 1).view(np.uint8).reshape(count, 8)
+        )
+        mask = np.ones((count, 22), dtype=bool)
+        mask[:, 3:13] = np.arange(10) < widths[:, None]
+        parts.append(rows[mask].tobytes())
+    if deletes:
+        delete_keys = _as_uint64(list(deletes))
+        if delete_keys is None:
+            return None
+        key_bytes, widths = _varint_matrix(delete_keys)
+        packed = key_bytes[np.arange(10) < widths[:, None]].tobytes()
+        parts.append(length_delimited(b"\x1a", packed))
+    return b"".join(parts)
 
 
 def decode_mutate_request(data: bytes) -> tuple[str, list[int], list[float], list[int]]:

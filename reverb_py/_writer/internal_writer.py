@@ -54,7 +54,10 @@ from typing import Any, Protocol, Union
 import numpy as np
 import numpy.typing as npt
 
-from reverb_py import _codec, _dtypes
+from reverb_py import _impl
+from reverb_py._codec import chunk as _chunk
+from reverb_py._codec import dtypes as _dtypes
+from reverb_py._codec import tensor as _tensor
 from reverb_py._proto import schema_pb2
 from reverb_py.errors import (
     DeadlineExceededError,
@@ -265,7 +268,7 @@ class _Chunk:
     def __init__(self, key: int, data: bytes) -> None:
         self.key = key
         self.data = data
-        self.key_field = b"\x08" + _codec.encode_varint(key)
+        self.key_field = b"\x08" + _impl.wire.encode_varint(key)
         self.nbytes = len(data)
         # Generation of the stream the chunk was last sent on; -1 = never.
         self.sent_generation = -1
@@ -489,12 +492,12 @@ class OutgoingBatch:
         the items of a message, and a repeated key in the keep list is an error for
         Reverb's server.
         """
-        length_delimited = _codec.length_delimited
+        length_delimited = _impl.wire.length_delimited
         parts = [length_delimited(b"\x0a", data) for data in self.chunk_data]
         parts.extend([length_delimited(b"\x12", data) for data in self.item_data])
         keep = b""
         if self.keep_chunk_keys:
-            keep = length_delimited(b"\x1a", _codec.encode_varints(self.keep_chunk_keys))
+            keep = length_delimited(b"\x1a", _impl.wire.encode_varints(self.keep_chunk_keys))
         return b"".join(parts), keep
 
     def __repr__(self) -> str:
@@ -580,17 +583,13 @@ def _to_array(value: object) -> npt.NDArray[Any]:
         items = array.ravel().tolist()
         converted = np.empty(len(items), dtype=object)
         for index, item in enumerate(items):
-            if isinstance(item, bytes):
-                converted[index] = item
-            elif isinstance(item, str):
-                converted[index] = item.encode("utf-8")
-            elif isinstance(item, (bytearray, memoryview)):
-                converted[index] = bytes(item)
-            else:
+            data = _tensor.string_bytes(item)
+            if data is None:
                 raise TypeError(
                     f"Unable to convert {value!r} to a tensor: an element of type "
                     f"{type(item).__name__} is not a string."
                 )
+            converted[index] = data
         array = converted.reshape(array.shape)
     else:
         try:
@@ -654,7 +653,7 @@ class InternalTrajectoryWriter:
           chunker_options: default options of every column's chunker.
           signatures: None to skip item validation; else table name → flattened
             signature (a list of :class:`TensorSpec` or of ``(name, spec)`` pairs as
-            :func:`reverb_py._signature.flatten_signature` returns) or None for a table
+            :func:`reverb_py._codec.signature.flatten_signature` returns) or None for a table
             without signature. ``CreateItem`` then refuses unknown tables and items
             that do not match the signature.
           delta_encoded: delta-encode integer chunks (legacy ``Writer`` option).
@@ -881,7 +880,7 @@ class InternalTrajectoryWriter:
             if dtype.kind == "O"
             else np.array(values, dtype=dtype)
         )
-        data = _codec.encode_chunk(
+        data = _chunk.encode_chunk(
             key,
             buffer[0]._episode_id,
             first,
@@ -1078,8 +1077,8 @@ class InternalTrajectoryWriter:
         """Builds the wire form of an item whose chunks are all finalised."""
         refs = item.refs
         assert refs is not None
-        encode_column = _codec.encode_column
-        length_delimited = _codec.length_delimited
+        encode_column = _impl.wire.encode_column
+        length_delimited = _impl.wire.length_delimited
         columns: list[bytes] = []
         chunks: dict[int, _Chunk] = {}
         for column_refs, squeeze in zip(refs, item.squeeze):
@@ -1119,7 +1118,7 @@ class InternalTrajectoryWriter:
             )
             if len(_TABLE_FIELDS) < 1024:
                 _TABLE_FIELDS[item.table] = table_field
-        item.data = _codec.encode_item(item.key, table_field, item.priority, b"".join(columns))
+        item.data = _impl.wire.encode_item(item.key, table_field, item.priority, b"".join(columns))
         item.chunks = list(chunks.values())
         item.refs = None
 

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from reverb_py import _dtypes, _nest
+from reverb_py._codec import dtypes as _dtypes
+from reverb_py._codec import nest as _nest
 from reverb_py._writer.engine import (
     CellRef,
     ConstantChunkerOptions,

@@ -41,7 +41,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from reverb_py import _nest, errors
+from reverb_py import errors
+from reverb_py._codec import nest as _nest
 from reverb_py._writer.engine import (
     AutoTunedChunkerOptions,
     ChunkerOptions,

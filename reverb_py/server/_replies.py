@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import struct
 
-from reverb_py import _codec
+from reverb_py import _impl
+from reverb_py._codec.fields import message_fields, read_varint
 from reverb_py.server._chunks import Chunk
 from reverb_py.table import SampledItem
 
@@ -37,7 +38,7 @@ class InsertRequest:
 def parse_insert_request(data: bytes) -> InsertRequest:
     """Splits an ``InsertStreamRequest`` without decoding its chunks."""
     request = InsertRequest()
-    for field, wire_type, value in _codec.message_fields(data):
+    for field, wire_type, value in message_fields(data):
         if field == 1 and wire_type == 2:
             request.chunks.append(bytes(value))
         elif field == 2 and wire_type == 2:
@@ -48,7 +49,7 @@ def parse_insert_request(data: bytes) -> InsertRequest:
             elif wire_type == 2:
                 pos = 0
                 while pos < len(value):
-                    key, pos = _codec.read_varint(value, pos)
+                    key, pos = read_varint(value, pos)
                     request.keep_chunk_keys.append(key)
     return request
 
@@ -60,7 +61,7 @@ def sample_info(table_field: bytes, record: SampledItem) -> bytes:
     values are left out, as protobuf does.
     """
     item = record.item
-    encoded_item = _codec.encode_stored_item(
+    encoded_item = _impl.checkpoint_records.encode_stored_item(
         item.key,
         table_field,
         record.priority,
@@ -68,11 +69,11 @@ def sample_info(table_field: bytes, record: SampledItem) -> bytes:
         item.inserted_at,
         item.trajectory if item.trajectory is not None else b"",
     )
-    info = [_codec.length_delimited(b"\x0a", encoded_item)]
+    info = [_impl.wire.length_delimited(b"\x0a", encoded_item)]
     if record.probability:
         info.append(b"\x11" + _DOUBLE.pack(record.probability))
     if record.table_size:
-        info.append(b"\x18" + _codec.encode_varint(record.table_size))
+        info.append(b"\x18" + _impl.wire.encode_varint(record.table_size))
     if record.rate_limited:
         info.append(b"\x20\x01")
     return b"".join(info)
@@ -80,31 +81,31 @@ def sample_info(table_field: bytes, record: SampledItem) -> bytes:
 
 def sample_responses(table: str, records: list[SampledItem]) -> list[bytes]:
     """Packs samples into ``SampleStreamResponse`` messages of about 2 MiB of chunks."""
-    table_field = _codec.length_delimited(b"\x12", table.encode())
+    table_field = _impl.wire.length_delimited(b"\x12", table.encode())
     responses: list[bytes] = []
     entries: list[bytes] = []
     size = 0
     for record in records:
         chunks: list[Chunk] = list(record.item.chunks)
-        parts = [_codec.length_delimited(b"\x0a", sample_info(table_field, record))]
+        parts = [_impl.wire.length_delimited(b"\x0a", sample_info(table_field, record))]
         if not chunks:
             parts.append(_END_OF_SEQUENCE)
-            entries.append(_codec.length_delimited(b"\x0a", b"".join(parts)))
+            entries.append(_impl.wire.length_delimited(b"\x0a", b"".join(parts)))
             continue
         for index, chunk in enumerate(chunks):
             if size and size + len(chunk.data) > _MAX_RESPONSE_CHUNK_BYTES:
                 # Close the current entry and response; the sample continues in the next.
                 if parts:
-                    entries.append(_codec.length_delimited(b"\x0a", b"".join(parts)))
+                    entries.append(_impl.wire.length_delimited(b"\x0a", b"".join(parts)))
                     parts = []
                 responses.append(b"".join(entries))
                 entries = []
                 size = 0
-            parts.append(_codec.length_delimited(b"\x12", chunk.data))
+            parts.append(_impl.wire.length_delimited(b"\x12", chunk.data))
             size += len(chunk.data)
             if index == len(chunks) - 1:
                 parts.append(_END_OF_SEQUENCE)
-        entries.append(_codec.length_delimited(b"\x0a", b"".join(parts)))
+        entries.append(_impl.wire.length_delimited(b"\x0a", b"".join(parts)))
     if entries:
         responses.append(b"".join(entries))
     return responses

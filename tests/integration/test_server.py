@@ -12,7 +12,8 @@ import textwrap
 import grpc
 import pytest
 
-from reverb_py import _codec, errors, rate_limiters, selectors
+from reverb_py import _impl, errors, rate_limiters, selectors
+from reverb_py._codec.fields import message_fields, read_varint
 from reverb_py._proto import reverb_service_pb2 as pb
 from reverb_py._proto import schema_pb2
 from reverb_py.server import Server
@@ -325,14 +326,14 @@ async def test_items_in_an_unusual_encoding_are_accepted(channel, server) -> Non
     usual = item(21, "uniform", [1], priority=2.5).SerializeToString()
     fields = []
     pos = 0
-    for number, wire_type, value in _codec.message_fields(usual):
+    for number, wire_type, value in message_fields(usual):
         end = pos
-        tag, end = _codec.read_varint(usual, end)
+        tag, end = read_varint(usual, end)
         if wire_type == 2:
-            size, end = _codec.read_varint(usual, end)
+            size, end = read_varint(usual, end)
             end += size
         elif wire_type == 0:
-            _, end = _codec.read_varint(usual, end)
+            _, end = read_varint(usual, end)
         else:
             end += 8 if wire_type == 1 else 4
         fields.append(usual[pos:end])
@@ -340,7 +341,7 @@ async def test_items_in_an_unusual_encoding_are_accepted(channel, server) -> Non
     unusual = b"".join(reversed(fields)) + b"\xf8\x07\x01"  # + field 127 = 1
     assert schema_pb2.PrioritizedItem.FromString(unusual).key == 21
     request = pb.InsertStreamRequest(chunks=[chunk(1)]).SerializeToString()
-    request += _codec.length_delimited(b"\x12", unusual)
+    request += _impl.wire.length_delimited(b"\x12", unusual)
     request += pb.InsertStreamRequest(items=[item(22, "uniform", [1])]).SerializeToString()
     raw = channel.stream_stream(PATH + "InsertStream")()
     await raw.write(request)
@@ -436,9 +437,10 @@ def test_client_killed_mid_stream_releases_its_chunks(tmp_path) -> None:
 
 
 def test_sample_info_encoding_matches_protobuf() -> None:
-    from reverb_py._codec import length_delimited
     from reverb_py.server._replies import sample_info
     from reverb_py.table import Item, SampledItem
+
+    length_delimited = _impl.wire.length_delimited
 
     trajectory = item(1, "t", [5, 6]).flat_trajectory
     for priority, times, probability, size, limited, inserted in [

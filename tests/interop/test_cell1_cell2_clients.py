@@ -623,12 +623,12 @@ def test_keep_chunk_keys_listing_a_chunk_twice(
     (FAILED_PRECONDITION: a key listed twice counts twice). Raw InsertStream."""
     import grpc
 
-    from reverb_py import _codec
+    from tests.codec_oracles import build_chunk
     from reverb_py._proto import reverb_service_pb2, schema_pb2
 
     server = request.getfixturevalue(server_fixture)
     reset_tables(server, ["fifo"])
-    chunk = _codec.build_chunk(11, 5, 0, 0, [np.array([1.5], np.float32)])
+    chunk = build_chunk(11, 5, 0, 0, [np.array([1.5], np.float32)])
     column = schema_pb2.FlatTrajectory.Column(
         chunk_slices=[schema_pb2.FlatTrajectory.ChunkSlice(chunk_key=11, offset=0, length=1)])
     item = schema_pb2.PrioritizedItem(

@@ -1,4 +1,4 @@
-"""MutatePriorities hot paths: the pure twin against protobuf and ``_codec``, the compiled
+"""MutatePriorities hot paths: the pure twin against protobuf, the compiled
 twin against the pure one (same results, same exception types and messages).
 
 The pure decoder parses with protobuf, so comparing the compiled decoder with it on
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reverb_py import _codec, errors
+from reverb_py import _impl, errors
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._pure import mutations as pure
 from tests.helpers import compiled_module
@@ -89,7 +89,7 @@ def _random_request(rng: random.Random) -> bytes:
         )
         data = update.SerializeToString()
         if rng.random() < 0.3:  # both fields written, even zero ones, in either order
-            key = _codec.encode_varint(update.key)
+            key = _impl.wire.encode_varint(update.key)
             prio = struct.pack("<d", update.priority)
             fields = [b"\x08" + key, b"\x11" + prio]
             rng.shuffle(fields)
@@ -97,14 +97,14 @@ def _random_request(rng: random.Random) -> bytes:
         if rng.random() < 0.2:  # an unknown field inside the update
             data += rng.choice([b"\x18\x05", b"\x22\x02ab", b"\x2d\x01\x02\x03\x04",
                                 b"\x0a\x00", b"\x10\x07", b"\x33\x38\x01\x34"])
-        pieces.append(_codec.length_delimited(b"\x12", data))
+        pieces.append(_impl.wire.length_delimited(b"\x12", data))
     for _ in range(rng.randint(0, 3)):
         keys = [rng.choice(EDGE_KEYS + [rng.getrandbits(64)]) for _ in range(rng.randint(0, 6))]
         if rng.random() < 0.5:
             pieces.append(reverb_service_pb2.MutatePrioritiesRequest(
                 delete_keys=keys).SerializeToString())
         else:
-            pieces.append(b"".join(b"\x18" + _codec.encode_varint(key) for key in keys))
+            pieces.append(b"".join(b"\x18" + _impl.wire.encode_varint(key) for key in keys))
     for _ in range(rng.randint(0, 3)):
         pieces.append(rng.choice([
             b"\x20\x01", b"\x29" + bytes(8), b"\x2a\x03abc", b"\x35" + bytes(4),
@@ -220,8 +220,8 @@ EDGE_REQUESTS = [
     b"\x2a\x05\x01",  # length-delimited running past the end
     b"\x0b" * 100 + b"\x0c" * 100,  # 100 nested groups
     b"\x0b" * 101 + b"\x0c" * 101,  # 101: too deep
-    _codec.length_delimited(b"\x12", b"\x1b" * 99 + b"\x1c" * 99),  # 99 inside an update
-    _codec.length_delimited(b"\x12", b"\x1b" * 100 + b"\x1c" * 100),  # 100: too deep
+    _impl.wire.length_delimited(b"\x12", b"\x1b" * 99 + b"\x1c" * 99),  # 99 inside an update
+    _impl.wire.length_delimited(b"\x12", b"\x1b" * 100 + b"\x1c" * 100),  # 100: too deep
 ]
 
 

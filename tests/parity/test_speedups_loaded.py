@@ -113,12 +113,29 @@ def test_implementation_is_all_or_nothing() -> None:
     assert _impl.IMPLEMENTATION == {"_speedups": "cython", "_pure": "python"}[packages.pop()]
 
 
-def test_codec_uses_the_selected_wire_module() -> None:
-    from reverb_py import _codec
+def test_codec_uses_the_selected_wire_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
 
-    for name in ("encode_varint", "encode_varints", "length_delimited", "encode_item",
-                 "encode_column"):
-        assert getattr(_codec, name) is getattr(_impl.wire, name)
+    from reverb_py._codec import chunk, tensor
+
+    # The codec keeps no encoders of its own: it calls the wire module _impl selected.
+    for module in (chunk, tensor):
+        for name in ("encode_varint", "encode_varints", "length_delimited", "encode_item",
+                     "encode_column"):
+            assert not hasattr(module, name), (module.__name__, name)
+    calls: list[str] = []
+    real = _impl.wire
+
+    class CountingWire:
+        def __getattr__(self, name: str) -> object:
+            calls.append(name)
+            return getattr(real, name)
+
+    columns = [np.array([[1, 2], [300, 4]]), np.array([b"a", b"b" * 200])]
+    expected = chunk.encode_chunk(3, 1, 0, 1, columns)
+    monkeypatch.setattr(_impl, "wire", CountingWire())
+    assert chunk.encode_chunk(3, 1, 0, 1, columns) == expected
+    assert {"encode_varint", "length_delimited"} <= set(calls)
 
 
 def test_a_missing_compiled_module_selects_every_pure_twin() -> None:
@@ -129,9 +146,9 @@ def test_a_missing_compiled_module_selects_every_pure_twin() -> None:
         importlib.util.find_spec = lambda name, *args: (
             None if name == "reverb_py._speedups.mutations" else real(name, *args))
         import reverb_py
-        from reverb_py import _codec, _impl
+        from reverb_py import _impl
         from reverb_py._writer import engine
-        print(reverb_py.IMPLEMENTATION, _codec.encode_varint.__module__,
+        print(reverb_py.IMPLEMENTATION, _impl.wire.encode_varint.__module__,
               _impl.SumTree.__module__, _impl.checkpoint_records.__name__,
               engine.module.__name__, reverb_py.TrajectoryWriter.append.__module__)
         """

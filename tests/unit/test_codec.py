@@ -1,4 +1,5 @@
-"""Chunk data encoding (reverb_py._codec) against docs/REVERB_SPEC.md §1.15, §2.3, §2.5.
+"""Chunk data encoding (reverb_py._codec.tensor and .chunk) against docs/REVERB_SPEC.md
+§1.15, §2.3, §2.5.
 
 Expected bytes are written out by hand from the spec (raw snappy of little-endian bytes
 for numeric tensors, TensorFlow's string-list encoding for strings), and the snappy
@@ -15,11 +16,13 @@ import cramjam
 import numpy as np
 import pytest
 
-from reverb_py import _codec
+from reverb_py._codec import chunk as _chunk
+from reverb_py._codec import tensor as _tensor
 from reverb_py._proto import schema_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 from reverb_py.errors import InvalidArgumentError
+from tests import codec_oracles as oracles
 
-# (dtype, TensorFlow DataType number) written out independently of reverb_py._dtypes.
+# (dtype, TensorFlow DataType number) written out independently of reverb_py._codec.dtypes.
 NUMERIC = [
     (np.bool_, types_pb2.DT_BOOL),
     (np.int8, types_pb2.DT_INT8),
@@ -103,7 +106,7 @@ def assert_same(actual: np.ndarray, expected: np.ndarray) -> None:
 @pytest.mark.parametrize(("dtype", "enum"), NUMERIC, ids=NUMERIC_IDS)
 def test_numeric_round_trip(dtype: Any, enum: int, shape: tuple[int, ...]) -> None:
     array = random_array(dtype, shape, seed=len(shape))
-    proto = _codec.encode_tensor(array)
+    proto = oracles.encode_tensor(array)
     assert proto.dtype == enum
     assert shape_of(proto) == list(shape)
     assert not proto.string_val
@@ -111,7 +114,7 @@ def test_numeric_round_trip(dtype: Any, enum: int, shape: tuple[int, ...]) -> No
     little = array.astype(np.dtype(dtype).newbyteorder("<"))
     assert bytes(cramjam.snappy.decompress_raw(proto.tensor_content)) == little.tobytes()
     assert not proto.tensor_content.startswith(b"\xff\x06\x00\x00sNaPpY")
-    decoded = _codec.decode_tensor(proto)
+    decoded = _tensor.decode_tensor(proto)
     assert_same(decoded, array)
     assert decoded.dtype.isnative
     assert decoded.flags.writeable and decoded.flags.c_contiguous
@@ -120,12 +123,12 @@ def test_numeric_round_trip(dtype: Any, enum: int, shape: tuple[int, ...]) -> No
 @pytest.mark.parametrize(("dtype", "enum"), NUMERIC, ids=NUMERIC_IDS)
 def test_numeric_round_trip_through_wire(dtype: Any, enum: int) -> None:
     array = random_array(dtype, (4, 3, 2), seed=7)
-    wire = _codec.encode_tensor(array).SerializeToString()
-    assert_same(_codec.decode_tensor(tensor_pb2.TensorProto.FromString(wire)), array)
+    wire = oracles.encode_tensor(array).SerializeToString()
+    assert_same(_tensor.decode_tensor(tensor_pb2.TensorProto.FromString(wire)), array)
 
 
 def test_spec_example_int32_exact_bytes() -> None:
-    proto = _codec.encode_tensor(np.array([[1, 2, 3, 4]], dtype=np.int32))
+    proto = oracles.encode_tensor(np.array([[1, 2, 3, 4]], dtype=np.int32))
     assert proto.dtype == types_pb2.DT_INT32
     assert shape_of(proto) == [1, 4]
     # snappy varint length 16, then one literal of 16 bytes (tag (16 - 1) << 2 = 0x3c).
@@ -145,7 +148,7 @@ def test_decode_hand_written_snappy() -> None:
     # A literal of 4 bytes then a copy (offset 4, length 4): two float32 1.0s.
     content = bytes.fromhex("08 0c 0000803f 01 04")
     assert len(content) == 8
-    decoded = _codec.decode_tensor(make_proto(types_pb2.DT_FLOAT, [2], tensor_content=content))
+    decoded = _tensor.decode_tensor(make_proto(types_pb2.DT_FLOAT, [2], tensor_content=content))
     assert_same(decoded, np.array([1.0, 1.0], dtype=np.float32))
 
 
@@ -153,10 +156,10 @@ def test_decode_hand_written_snappy() -> None:
 def test_big_endian_input_is_stored_little_endian(dtype: str) -> None:
     big = random_array(np.dtype(dtype).newbyteorder("="), (3, 4), seed=3).astype(dtype)
     little = big.astype(np.dtype(dtype).newbyteorder("<"))
-    proto = _codec.encode_tensor(big)
+    proto = oracles.encode_tensor(big)
     assert bytes(cramjam.snappy.decompress_raw(proto.tensor_content)) == little.tobytes()
-    assert proto.tensor_content == _codec.encode_tensor(little).tensor_content
-    decoded = _codec.decode_tensor(proto)
+    assert proto.tensor_content == oracles.encode_tensor(little).tensor_content
+    decoded = _tensor.decode_tensor(proto)
     assert decoded.dtype == np.dtype(dtype).newbyteorder("=")
     np.testing.assert_array_equal(decoded, big)
 
@@ -164,11 +167,11 @@ def test_big_endian_input_is_stored_little_endian(dtype: str) -> None:
 def test_non_contiguous_input_is_encoded_in_c_order() -> None:
     base = np.arange(60, dtype=np.int32).reshape(3, 4, 5)
     for view in (base.transpose(2, 0, 1), base[:, ::2, 1:4], base[::-1]):
-        proto = _codec.encode_tensor(view)
+        proto = oracles.encode_tensor(view)
         assert bytes(cramjam.snappy.decompress_raw(proto.tensor_content)) == (
             np.ascontiguousarray(view).tobytes()
         )
-        assert_same(_codec.decode_tensor(proto), np.ascontiguousarray(view))
+        assert_same(_tensor.decode_tensor(proto), np.ascontiguousarray(view))
 
 
 @pytest.mark.parametrize(
@@ -183,16 +186,16 @@ def test_non_contiguous_input_is_encoded_in_c_order() -> None:
     ],
 )
 def test_python_values_go_through_asarray(value: Any, enum: int, dtype: Any) -> None:
-    proto = _codec.encode_tensor(value)
+    proto = oracles.encode_tensor(value)
     assert proto.dtype == enum
-    assert_same(_codec.decode_tensor(proto), np.asarray(value, dtype=dtype))
+    assert_same(_tensor.decode_tensor(proto), np.asarray(value, dtype=dtype))
 
 
 def test_python_string_goes_through_asarray() -> None:
-    proto = _codec.encode_tensor("héllo")
+    proto = oracles.encode_tensor("héllo")
     assert proto.dtype == types_pb2.DT_STRING
     assert shape_of(proto) == []
-    assert_same(_codec.decode_tensor(proto), np.array("héllo".encode(), dtype=object))
+    assert_same(_tensor.decode_tensor(proto), np.array("héllo".encode(), dtype=object))
 
 
 @pytest.mark.parametrize(
@@ -210,7 +213,7 @@ def test_python_string_goes_through_asarray() -> None:
 )
 def test_unsupported_values_are_rejected(array: np.ndarray) -> None:
     with pytest.raises(InvalidArgumentError):
-        _codec.encode_tensor(array)
+        oracles.encode_tensor(array)
 
 
 # --------------------------------------------------------------------------------------
@@ -218,13 +221,24 @@ def test_unsupported_values_are_rejected(array: np.ndarray) -> None:
 # --------------------------------------------------------------------------------------
 
 
+def test_string_bytes_is_the_one_rule_for_string_elements() -> None:
+    data = b"abc"
+    assert _tensor.string_bytes(data) is data
+    assert _tensor.string_bytes("é") == "é".encode()
+    for view in (bytearray(b"ab"), memoryview(b"ab")):
+        converted = _tensor.string_bytes(view)
+        assert type(converted) is bytes and converted == b"ab"
+    for other in (None, 1, 1.5, np.int8(1), [b"a"]):
+        assert _tensor.string_bytes(other) is None
+
+
 def test_spec_example_strings_exact_bytes() -> None:
-    proto = _codec.encode_tensor(np.array([b"ab", b"ccccc"], dtype=object))
+    proto = oracles.encode_tensor(np.array([b"ab", b"ccccc"], dtype=object))
     assert proto.dtype == types_pb2.DT_STRING
     assert shape_of(proto) == [2]
     assert proto.tensor_content == b"\x02\x05abccccc"
     assert not proto.string_val
-    assert_same(_codec.decode_tensor(proto), np.array([b"ab", b"ccccc"], dtype=object))
+    assert_same(_tensor.decode_tensor(proto), np.array([b"ab", b"ccccc"], dtype=object))
 
 
 @pytest.mark.parametrize(
@@ -241,9 +255,9 @@ def test_spec_example_strings_exact_bytes() -> None:
 )
 def test_string_lengths_are_varints(length: int, varint: str) -> None:
     element = bytes(range(256)) * (length // 256) + bytes(range(length % 256))
-    proto = _codec.encode_tensor(np.array([b"x", element, b""], dtype=object))
+    proto = oracles.encode_tensor(np.array([b"x", element, b""], dtype=object))
     assert proto.tensor_content == b"\x01" + bytes.fromhex(varint) + b"\x00x" + element
-    decoded = _codec.decode_tensor(proto)
+    decoded = _tensor.decode_tensor(proto)
     assert decoded.tolist() == [b"x", element, b""]
 
 
@@ -270,22 +284,22 @@ def test_string_round_trip(array: np.ndarray) -> None:
 
     expected = object_array([as_bytes(item) for item in array.ravel().tolist()])
     expected = expected.reshape(array.shape)
-    proto = _codec.encode_tensor(array)
+    proto = oracles.encode_tensor(array)
     assert proto.dtype == types_pb2.DT_STRING
     assert shape_of(proto) == list(array.shape)
     assert not proto.string_val
     items = expected.ravel().tolist()
     assert proto.tensor_content == bytes(len(item) for item in items) + b"".join(items)
-    decoded = _codec.decode_tensor(proto)
+    decoded = _tensor.decode_tensor(proto)
     assert_same(decoded, expected)
     assert all(type(item) is bytes for item in decoded.ravel())
 
 
 def test_growing_strings_like_pybind_test() -> None:
     array = np.array([b"a" * i for i in range(100)], dtype=object)
-    assert_same(_codec.decode_tensor(_codec.encode_tensor(array)), array)
+    assert_same(_tensor.decode_tensor(oracles.encode_tensor(array)), array)
     one = np.array([b"a string"])
-    assert _codec.decode_tensor(_codec.encode_tensor(one)).tolist() == [b"a string"]
+    assert _tensor.decode_tensor(oracles.encode_tensor(one)).tolist() == [b"a string"]
 
 
 def test_many_long_strings_round_trip() -> None:
@@ -293,8 +307,8 @@ def test_many_long_strings_round_trip() -> None:
     items = [rng.randbytes(rng.choice([0, 1, 127, 128, 200, 20000])) for _ in range(300)]
     array = np.empty(len(items), dtype=object)
     array[:] = items
-    proto = _codec.encode_tensor(array.reshape(10, 30))
-    assert _codec.decode_tensor(proto).ravel().tolist() == items
+    proto = oracles.encode_tensor(array.reshape(10, 30))
+    assert _tensor.decode_tensor(proto).ravel().tolist() == items
 
 
 def test_numpy_string_dtype_if_available() -> None:
@@ -302,17 +316,17 @@ def test_numpy_string_dtype_if_available() -> None:
     if string_dtype is None:
         pytest.skip("numpy without StringDType")
     array = np.array(["a", "ünï", ""], dtype=string_dtype())
-    decoded = _codec.decode_tensor(_codec.encode_tensor(array))
+    decoded = _tensor.decode_tensor(oracles.encode_tensor(array))
     assert decoded.tolist() == [b"a", "ünï".encode(), b""]
 
 
 def test_string_val_is_accepted_with_exact_count() -> None:
     proto = make_proto(types_pb2.DT_STRING, [2], string_val=[b"x", b"yz"])
-    assert _codec.decode_tensor(proto).tolist() == [b"x", b"yz"]
+    assert _tensor.decode_tensor(proto).tolist() == [b"x", b"yz"]
     with pytest.raises(InvalidArgumentError):
-        _codec.decode_tensor(make_proto(types_pb2.DT_STRING, [3], string_val=[b"x"]))
+        _tensor.decode_tensor(make_proto(types_pb2.DT_STRING, [3], string_val=[b"x"]))
     with pytest.raises(InvalidArgumentError):
-        _codec.decode_tensor(make_proto(types_pb2.DT_STRING, [3]))
+        _tensor.decode_tensor(make_proto(types_pb2.DT_STRING, [3]))
 
 
 # --------------------------------------------------------------------------------------
@@ -323,9 +337,9 @@ def test_string_val_is_accepted_with_exact_count() -> None:
 def test_size_mismatch_is_reported() -> None:
     content = bytes(cramjam.snappy.compress_raw(np.arange(4, dtype="<i4").tobytes()))
     with pytest.raises(InvalidArgumentError, match="16 bytes, expected 20"):
-        _codec.decode_tensor(make_proto(types_pb2.DT_INT32, [5], tensor_content=content))
+        _tensor.decode_tensor(make_proto(types_pb2.DT_INT32, [5], tensor_content=content))
     with pytest.raises(InvalidArgumentError, match="expected 32"):
-        _codec.decode_tensor(make_proto(types_pb2.DT_INT64, [4], tensor_content=content))
+        _tensor.decode_tensor(make_proto(types_pb2.DT_INT64, [4], tensor_content=content))
 
 
 @pytest.mark.parametrize(
@@ -346,21 +360,21 @@ def test_size_mismatch_is_reported() -> None:
 )
 def test_malformed_numeric_tensors(dtype: int, shape: list[int], content: bytes) -> None:
     with pytest.raises(InvalidArgumentError):
-        _codec.decode_tensor(make_proto(dtype, shape, tensor_content=content))
+        _tensor.decode_tensor(make_proto(dtype, shape, tensor_content=content))
 
 
 def test_unknown_rank_is_rejected() -> None:
     proto = make_proto(types_pb2.DT_FLOAT, [], tensor_content=b"\x00")
     proto.tensor_shape.unknown_rank = True
     with pytest.raises(InvalidArgumentError, match="unknown rank"):
-        _codec.decode_tensor(proto)
+        _tensor.decode_tensor(proto)
     with pytest.raises(InvalidArgumentError, match="unknown rank"):
-        _codec.decode_plain_tensor(proto)
+        _tensor.decode_plain_tensor(proto)
 
 
 def test_zero_size_numeric_tensors_accept_empty_content() -> None:
     for content in (b"", b"\x00"):
-        decoded = _codec.decode_tensor(
+        decoded = _tensor.decode_tensor(
             make_proto(types_pb2.DT_FLOAT, [3, 0], tensor_content=content)
         )
         assert_same(decoded, np.zeros((3, 0), dtype=np.float32))
@@ -383,9 +397,9 @@ def test_zero_size_numeric_tensors_accept_empty_content() -> None:
 def test_malformed_string_tensors(shape: list[int], content: bytes, message: str) -> None:
     proto = make_proto(types_pb2.DT_STRING, shape, tensor_content=content)
     with pytest.raises(InvalidArgumentError, match=message):
-        _codec.decode_tensor(proto)
+        _tensor.decode_tensor(proto)
     with pytest.raises(InvalidArgumentError):
-        _codec.decode_plain_tensor(proto)
+        _tensor.decode_plain_tensor(proto)
 
 
 def reference_varint(value: int) -> bytes:
@@ -404,10 +418,10 @@ def test_string_headers_at_every_size(count: int) -> None:
     sizes = [0, 1, 127, 128, 129, 300, 16383, 16384, 70000]
     items = [b"z" * rng.choice(sizes) for _ in range(count)]
     array = object_array(items)
-    proto = _codec.encode_tensor(array)
+    proto = oracles.encode_tensor(array)
     header = b"".join(reference_varint(len(item)) for item in items)
     assert proto.tensor_content == header + b"".join(items)
-    assert _codec.decode_tensor(proto).tolist() == items
+    assert _tensor.decode_tensor(proto).tolist() == items
 
 
 @pytest.mark.parametrize("count", [1, 127, 128, 500])
@@ -425,22 +439,22 @@ def test_malformed_varints_at_every_size(count: int, tail: bytes, message: str) 
     content = b"\x00" * (count - 1) + tail
     proto = make_proto(types_pb2.DT_STRING, [count], tensor_content=content)
     with pytest.raises(InvalidArgumentError, match=message):
-        _codec.decode_tensor(proto)
+        _tensor.decode_tensor(proto)
 
 
 def test_string_tensor_without_content() -> None:
     proto = make_proto(types_pb2.DT_STRING, [2])
     with pytest.raises(InvalidArgumentError, match="no tensor_content"):
-        _codec.decode_tensor(proto)
+        _tensor.decode_tensor(proto)
     # TensorFlow's fill rule for plain protos: no values give empty strings.
-    assert_same(_codec.decode_plain_tensor(proto), object_array([b"", b""]))
+    assert_same(_tensor.decode_plain_tensor(proto), object_array([b"", b""]))
 
 
 def test_largest_varint32_is_accepted() -> None:
     # 0xffffffff is the largest varint32; the lengths then exceed the buffer.
     proto = make_proto(types_pb2.DT_STRING, [1], tensor_content=b"\xff\xff\xff\xff\x0f")
     with pytest.raises(InvalidArgumentError, match="describe 4294967300 bytes"):
-        _codec.decode_tensor(proto)
+        _tensor.decode_tensor(proto)
 
 
 ALL_ENUMS = [enum for _, enum in NUMERIC] + [types_pb2.DT_STRING]
@@ -448,7 +462,7 @@ ALL_ENUMS = [enum for _, enum in NUMERIC] + [types_pb2.DT_STRING]
 
 def _decode_or_invalid(proto: tensor_pb2.TensorProto) -> np.ndarray | None:
     try:
-        return _codec.decode_tensor(proto)
+        return _tensor.decode_tensor(proto)
     except InvalidArgumentError:
         return None
 
@@ -466,7 +480,7 @@ def test_fuzz_random_content_never_crashes() -> None:
         if decoded is not None:
             assert list(decoded.shape) == shape
         try:
-            plain = _codec.decode_plain_tensor(proto)
+            plain = _tensor.decode_plain_tensor(proto)
         except InvalidArgumentError:
             continue
         assert list(plain.shape) == shape
@@ -483,7 +497,7 @@ def test_fuzz_damaged_encodings_never_crash() -> None:
     ]
     for _ in range(2000):
         array = rng.choice(sources)
-        proto = _codec.encode_tensor(array)
+        proto = oracles.encode_tensor(array)
         content = bytearray(proto.tensor_content)
         action = rng.randrange(3)
         if action == 0:
@@ -509,12 +523,12 @@ def test_plain_tensor_content(dtype: Any, enum: int) -> None:
     array = random_array(dtype, (2, 3), seed=11)
     little = array.astype(np.dtype(dtype).newbyteorder("<"))
     proto = make_proto(enum, [2, 3], tensor_content=little.tobytes())
-    decoded = _codec.decode_plain_tensor(proto)
+    decoded = _tensor.decode_plain_tensor(proto)
     assert_same(decoded, array)
     assert decoded.flags.writeable
     short = make_proto(enum, [2, 3], tensor_content=little.tobytes()[:-1])
     with pytest.raises(InvalidArgumentError, match="expected"):
-        _codec.decode_plain_tensor(short)
+        _tensor.decode_plain_tensor(short)
 
 
 @pytest.mark.parametrize(
@@ -551,44 +565,44 @@ def test_plain_tensor_content(dtype: Any, enum: int) -> None:
     ],
 )
 def test_plain_typed_fields(enum: int, fields: dict[str, Any], expected: np.ndarray) -> None:
-    assert_same(_codec.decode_plain_tensor(make_proto(enum, [2], **fields)), expected)
+    assert_same(_tensor.decode_plain_tensor(make_proto(enum, [2], **fields)), expected)
     # TF's fill rule: one value fills the shape, fewer values repeat the last one.
     first = {name: values[: len(values) // 2] for name, values in fields.items()}
-    filled = _codec.decode_plain_tensor(make_proto(enum, [2, 2], **first))
+    filled = _tensor.decode_plain_tensor(make_proto(enum, [2, 2], **first))
     assert_same(filled, np.full((2, 2), expected[0], dtype=expected.dtype))
-    padded = _codec.decode_plain_tensor(make_proto(enum, [3], **fields))
+    padded = _tensor.decode_plain_tensor(make_proto(enum, [3], **fields))
     assert_same(padded, np.array([expected[0], expected[1], expected[1]], dtype=expected.dtype))
     too_many = make_proto(enum, [1], **fields)
     with pytest.raises(InvalidArgumentError, match="2 values for 1 elements"):
-        _codec.decode_plain_tensor(too_many)
+        _tensor.decode_plain_tensor(too_many)
 
 
 def test_plain_scalar_and_empty_fields() -> None:
-    scalar = _codec.decode_plain_tensor(make_proto(types_pb2.DT_FLOAT, [], float_val=[2.5]))
+    scalar = _tensor.decode_plain_tensor(make_proto(types_pb2.DT_FLOAT, [], float_val=[2.5]))
     assert_same(scalar, np.array(2.5, dtype=np.float32))
-    zeros = _codec.decode_plain_tensor(make_proto(types_pb2.DT_INT32, [2, 2]))
+    zeros = _tensor.decode_plain_tensor(make_proto(types_pb2.DT_INT32, [2, 2]))
     assert_same(zeros, np.zeros((2, 2), dtype=np.int32))
-    empty_strings = _codec.decode_plain_tensor(make_proto(types_pb2.DT_STRING, [2]))
+    empty_strings = _tensor.decode_plain_tensor(make_proto(types_pb2.DT_STRING, [2]))
     assert_same(empty_strings, np.array([b"", b""], dtype=object))
-    strings = _codec.decode_plain_tensor(
+    strings = _tensor.decode_plain_tensor(
         make_proto(types_pb2.DT_STRING, [2], tensor_content=b"\x01\x00a")
     )
     assert_same(strings, np.array([b"a", b""], dtype=object))
-    nothing = _codec.decode_plain_tensor(make_proto(types_pb2.DT_DOUBLE, [0], double_val=[]))
+    nothing = _tensor.decode_plain_tensor(make_proto(types_pb2.DT_DOUBLE, [0], double_val=[]))
     assert_same(nothing, np.zeros((0,), dtype=np.float64))
 
 
 def test_plain_errors() -> None:
     with pytest.raises(InvalidArgumentError, match="odd number"):
-        _codec.decode_plain_tensor(
+        _tensor.decode_plain_tensor(
             make_proto(types_pb2.DT_COMPLEX64, [1], scomplex_val=[1.0, 2.0, 3.0])
         )
     with pytest.raises(InvalidArgumentError):
-        _codec.decode_plain_tensor(make_proto(types_pb2.DT_INVALID, [1]))
+        _tensor.decode_plain_tensor(make_proto(types_pb2.DT_INVALID, [1]))
     with pytest.raises(InvalidArgumentError):
-        _codec.decode_plain_tensor(make_proto(21, [1]))
+        _tensor.decode_plain_tensor(make_proto(21, [1]))
     with pytest.raises(InvalidArgumentError):
-        _codec.decode_plain_tensor(make_proto(types_pb2.DT_FLOAT, [2, -1], float_val=[1.0]))
+        _tensor.decode_plain_tensor(make_proto(types_pb2.DT_FLOAT, [2, -1], float_val=[1.0]))
 
 
 # --------------------------------------------------------------------------------------
@@ -598,37 +612,37 @@ def test_plain_errors() -> None:
 
 def test_delta_wraps_int8_extremes() -> None:
     array = np.array([[127, -128], [-128, 127], [127, 0]], dtype=np.int8)
-    encoded = _codec.delta_encode(array)
+    encoded = _tensor.delta_encode(array)
     # Row differences modulo 256, read back as int8.
     assert_same(encoded, np.array([[127, -128], [1, -1], [-1, -127]], dtype=np.int8))
-    assert_same(_codec.delta_decode(encoded), array)
+    assert_same(_tensor.delta_decode(encoded), array)
     assert_same(array, np.array([[127, -128], [-128, 127], [127, 0]], dtype=np.int8))
 
 
 def test_delta_wraps_uint64_extremes() -> None:
     top = 2**64 - 1
     array = np.array([[0, top], [top, 0], [0, 1]], dtype=np.uint64)
-    encoded = _codec.delta_encode(array)
+    encoded = _tensor.delta_encode(array)
     assert_same(encoded, np.array([[0, top], [top, 1], [1, 1]], dtype=np.uint64))
-    assert_same(_codec.delta_decode(encoded), array)
+    assert_same(_tensor.delta_decode(encoded), array)
 
 
 @pytest.mark.parametrize("dtype", INTEGER, ids=[np.dtype(d).name for d in INTEGER])
 def test_delta_round_trip(dtype: Any) -> None:
     array = random_array(dtype, (6, 3, 2), seed=4)
-    encoded = _codec.delta_encode(array)
+    encoded = _tensor.delta_encode(array)
     assert encoded.dtype == array.dtype
     assert_same(encoded[0], array[0])
     expected_row = (array[3].view(f"u{array.itemsize}") - array[2].view(f"u{array.itemsize}"))
     assert_same(encoded[3], expected_row.view(array.dtype))
-    assert_same(_codec.delta_decode(encoded), array)
+    assert_same(_tensor.delta_decode(encoded), array)
 
 
 def test_delta_big_endian_input() -> None:
     array = np.array([[1, 2], [4, 8], [3, 1]], dtype=">i4")
-    encoded = _codec.delta_encode(array)
+    encoded = _tensor.delta_encode(array)
     np.testing.assert_array_equal(encoded, [[1, 2], [3, 6], [-1, -7]])
-    np.testing.assert_array_equal(_codec.delta_decode(encoded), array)
+    np.testing.assert_array_equal(_tensor.delta_decode(encoded), array)
 
 
 @pytest.mark.parametrize(
@@ -644,8 +658,8 @@ def test_delta_big_endian_input() -> None:
     ],
 )
 def test_delta_leaves_other_arrays_untouched(array: np.ndarray) -> None:
-    assert _codec.delta_encode(array) is array
-    assert _codec.delta_decode(array) is array
+    assert _tensor.delta_encode(array) is array
+    assert _tensor.delta_decode(array) is array
 
 
 # --------------------------------------------------------------------------------------
@@ -659,7 +673,7 @@ def test_build_chunk_fields_and_round_trip() -> None:
         random_array(np.int16, (3,), seed=2),
         np.array([b"a", b"bc", "é"], dtype=object),
     ]
-    chunk = _codec.build_chunk(2**64 - 1, 2**63 + 5, 10, 12, columns)
+    chunk = oracles.build_chunk(2**64 - 1, 2**63 + 5, 10, 12, columns)
     assert chunk.chunk_key == 2**64 - 1
     assert chunk.sequence_range.episode_id == 2**63 + 5
     assert (chunk.sequence_range.start, chunk.sequence_range.end) == (10, 12)
@@ -670,9 +684,9 @@ def test_build_chunk_fields_and_round_trip() -> None:
     assert not chunk.deprecated_data
     assert chunk.data_uncompressed_size == 3 * 8 * 4 + 3 * 2 + (1 + 2 + 2 + 3 * 8)
     for tensor, column in zip(chunk.data.tensors, columns):
-        assert tensor == _codec.encode_tensor(column)
+        assert tensor == oracles.encode_tensor(column)
     wire = schema_pb2.ChunkData.FromString(chunk.SerializeToString())
-    decoded = _codec.decode_chunk(wire)
+    decoded = _chunk.decode_chunk(wire)
     assert len(decoded) == 3
     assert_same(decoded[0], columns[0])
     assert_same(decoded[1], columns[1])
@@ -683,58 +697,58 @@ def test_build_chunk_delta_encoded() -> None:
     ints = np.cumsum(np.arange(40, dtype=np.int64).reshape(5, 8), axis=0)
     floats = random_array(np.float64, (5, 2), seed=3)
     flat_ints = np.arange(5, dtype=np.uint8)
-    chunk = _codec.build_chunk(1, 2, 0, 4, [ints, floats, flat_ints], delta_encoded=True)
+    chunk = oracles.build_chunk(1, 2, 0, 4, [ints, floats, flat_ints], delta_encoded=True)
     assert chunk.delta_encoded
-    assert chunk.data.tensors[0] == _codec.encode_tensor(_codec.delta_encode(ints))
-    assert chunk.data.tensors[0] != _codec.encode_tensor(ints)
-    assert chunk.data.tensors[1] == _codec.encode_tensor(floats)
-    assert chunk.data.tensors[2] == _codec.encode_tensor(flat_ints)
-    decoded = _codec.decode_chunk(chunk)
+    assert chunk.data.tensors[0] == oracles.encode_tensor(_tensor.delta_encode(ints))
+    assert chunk.data.tensors[0] != oracles.encode_tensor(ints)
+    assert chunk.data.tensors[1] == oracles.encode_tensor(floats)
+    assert chunk.data.tensors[2] == oracles.encode_tensor(flat_ints)
+    decoded = _chunk.decode_chunk(chunk)
     assert_same(decoded[0], ints)
     assert_same(decoded[1], floats)
     assert_same(decoded[2], flat_ints)
     # Without the flag the stored deltas come back as they are.
     chunk.delta_encoded = False
-    assert_same(_codec.decode_chunk(chunk)[0], _codec.delta_encode(ints))
+    assert_same(_chunk.decode_chunk(chunk)[0], _tensor.delta_encode(ints))
 
 
 def test_build_chunk_sparse_and_errors() -> None:
-    sparse = _codec.build_chunk(1, 2, 0, 9, [np.zeros((3, 2), np.float32)], sparse=True)
+    sparse = oracles.build_chunk(1, 2, 0, 9, [np.zeros((3, 2), np.float32)], sparse=True)
     assert sparse.sequence_range.sparse
-    assert_same(_codec.decode_chunk(sparse)[0], np.zeros((3, 2), np.float32))
+    assert_same(_chunk.decode_chunk(sparse)[0], np.zeros((3, 2), np.float32))
     with pytest.raises(InvalidArgumentError, match="has 3 steps"):
-        _codec.build_chunk(1, 2, 0, 9, [np.zeros((3, 2), np.float32)])
+        oracles.build_chunk(1, 2, 0, 9, [np.zeros((3, 2), np.float32)])
     with pytest.raises(InvalidArgumentError, match="time axis"):
-        _codec.build_chunk(1, 2, 0, 0, [np.float32(1.0)])
+        oracles.build_chunk(1, 2, 0, 0, [np.float32(1.0)])
     with pytest.raises(InvalidArgumentError, match="time axis"):
-        _codec.build_chunk(1, 2, 0, 0, [np.zeros((0,))], sparse=True)
+        oracles.build_chunk(1, 2, 0, 0, [np.zeros((0,))], sparse=True)
     with pytest.raises(InvalidArgumentError, match="before its start"):
-        _codec.build_chunk(1, 2, 5, 4, [np.zeros((1,))])
+        oracles.build_chunk(1, 2, 5, 4, [np.zeros((1,))])
     with pytest.raises(InvalidArgumentError):
-        _codec.build_chunk(1, 2, 0, 0, [np.array(["2020"], dtype="datetime64[D]")])
+        oracles.build_chunk(1, 2, 0, 0, [np.array(["2020"], dtype="datetime64[D]")])
 
 
 def test_decode_chunk_reads_deprecated_data() -> None:
     column = np.arange(6, dtype=np.int32).reshape(3, 2)
-    legacy = schema_pb2.ChunkData(chunk_key=3, deprecated_data=[_codec.encode_tensor(column)])
-    assert_same(_codec.decode_chunk(legacy)[0], column)
+    legacy = schema_pb2.ChunkData(chunk_key=3, deprecated_data=[oracles.encode_tensor(column)])
+    assert_same(_chunk.decode_chunk(legacy)[0], column)
     # Field 3 on the wire.
     wire = legacy.SerializeToString()
     assert wire.startswith(b"\x08\x03\x1a")
-    assert_same(_codec.decode_chunk(schema_pb2.ChunkData.FromString(wire))[0], column)
+    assert_same(_chunk.decode_chunk(schema_pb2.ChunkData.FromString(wire))[0], column)
     # data wins when both are set.
     other = np.ones((1,), dtype=np.float32)
-    legacy.data.tensors.append(_codec.encode_tensor(other))
-    decoded = _codec.decode_chunk(legacy)
+    legacy.data.tensors.append(oracles.encode_tensor(other))
+    decoded = _chunk.decode_chunk(legacy)
     assert len(decoded) == 1
     assert_same(decoded[0], other)
 
 
 def test_decode_chunk_rejects_malformed_tensor() -> None:
-    chunk = _codec.build_chunk(1, 2, 0, 1, [np.zeros((2, 4), np.float32)])
+    chunk = oracles.build_chunk(1, 2, 0, 1, [np.zeros((2, 4), np.float32)])
     chunk.data.tensors[0].tensor_shape.dim[1].size = 5
     with pytest.raises(InvalidArgumentError, match="expected 40"):
-        _codec.decode_chunk(chunk)
+        _chunk.decode_chunk(chunk)
 
 
 # --------------------------------------------------------------------------------------
@@ -765,14 +779,14 @@ def sample_chunks() -> list[schema_pb2.ChunkData]:
     steps_a = np.arange(0, 4, dtype=np.float32)[:, None] * np.ones((1, 2), np.float32)
     steps_b = np.arange(4, 8, dtype=np.float32)[:, None] * np.ones((1, 2), np.float32)
     return [
-        _codec.build_chunk(11, 1, 0, 3, [steps_a, np.arange(100, 104, dtype=np.int64)]),
-        _codec.build_chunk(22, 1, 4, 7, [steps_b, np.arange(104, 108, dtype=np.int64)]),
-        _codec.build_chunk(33, 1, 8, 8, [np.array([b"last"], dtype=object)]),
+        oracles.build_chunk(11, 1, 0, 3, [steps_a, np.arange(100, 104, dtype=np.int64)]),
+        oracles.build_chunk(22, 1, 4, 7, [steps_b, np.arange(104, 108, dtype=np.int64)]),
+        oracles.build_chunk(33, 1, 8, 8, [np.array([b"last"], dtype=object)]),
     ]
 
 
 def test_unpack_trajectory(sample_chunks: list[schema_pb2.ChunkData]) -> None:
-    chunks = _codec.decode_sample_chunks(sample_chunks)
+    chunks = oracles.decode_sample_chunks(sample_chunks)
     item = trajectory(
         ([slice_(11, 2, 2), slice_(22, 0, 3)], False),  # steps 2..6 across two chunks
         ([slice_(11, 3, 1, index=1), slice_(22, 0, 1, index=1)], False),  # tensor index 1
@@ -781,7 +795,7 @@ def test_unpack_trajectory(sample_chunks: list[schema_pb2.ChunkData]) -> None:
         ([slice_(11, 1, 1)], True),  # squeezed vector
         ([slice_(11, 0, 4), slice_(22, 0, 4)], False),
     )
-    columns = _codec.unpack_trajectory(item, chunks)
+    columns = _chunk.unpack_trajectory(item, chunks)
     assert len(columns) == 6
     expected0 = np.arange(2, 7, dtype=np.float32)[:, None] * np.ones((1, 2), np.float32)
     assert_same(columns[0], expected0)
@@ -794,12 +808,12 @@ def test_unpack_trajectory(sample_chunks: list[schema_pb2.ChunkData]) -> None:
 
 
 def test_unpack_trajectory_copies_by_default(sample_chunks: list[schema_pb2.ChunkData]) -> None:
-    chunks = _codec.decode_sample_chunks(sample_chunks)
+    chunks = oracles.decode_sample_chunks(sample_chunks)
     item = trajectory(([slice_(11, 0, 4)], False))
-    (column,) = _codec.unpack_trajectory(item, chunks)
+    (column,) = _chunk.unpack_trajectory(item, chunks)
     column[:] = -1
     assert chunks[11][0][0, 0] == 0
-    (view,) = _codec.unpack_trajectory(item, chunks, copy=False)
+    (view,) = _chunk.unpack_trajectory(item, chunks, copy=False)
     assert np.shares_memory(view, chunks[11][0])
 
 
@@ -821,33 +835,33 @@ def test_unpack_trajectory_copies_by_default(sample_chunks: list[schema_pb2.Chun
 def test_unpack_trajectory_errors(
     sample_chunks: list[schema_pb2.ChunkData], item: schema_pb2.FlatTrajectory, message: str
 ) -> None:
-    chunks = _codec.decode_sample_chunks(sample_chunks)
+    chunks = oracles.decode_sample_chunks(sample_chunks)
     with pytest.raises(InvalidArgumentError, match=message):
-        _codec.unpack_trajectory(item, chunks)
+        _chunk.unpack_trajectory(item, chunks)
 
 
 def test_unpack_trajectory_shape_mismatch_and_scalar_tensor() -> None:
     chunks = {1: [np.zeros((2, 3), np.float32), np.zeros((2, 4), np.float32), np.float32(1.0)]}
     mixed = trajectory(([slice_(1, 0, 1), slice_(1, 0, 1, index=1)], False))
     with pytest.raises(InvalidArgumentError, match="do not concatenate"):
-        _codec.unpack_trajectory(mixed, chunks)
+        _chunk.unpack_trajectory(mixed, chunks)
     scalar = trajectory(([slice_(1, 0, 0, index=2)], False))
     with pytest.raises(InvalidArgumentError, match="no time axis"):
-        _codec.unpack_trajectory(scalar, chunks)
+        _chunk.unpack_trajectory(scalar, chunks)
 
 
 def test_decode_sample_chunks_decodes_each_chunk_once(
     sample_chunks: list[schema_pb2.ChunkData], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
-    real = _codec.decode_chunk
+    real = _chunk.decode_chunk
 
     def counting(chunk: schema_pb2.ChunkData) -> list[np.ndarray]:
         calls.append(chunk.chunk_key)
         return real(chunk)
 
-    monkeypatch.setattr(_codec, "decode_chunk", counting)
-    decoded = _codec.decode_sample_chunks(sample_chunks + sample_chunks[::-1])
+    monkeypatch.setattr(_chunk, "decode_chunk", counting)
+    decoded = oracles.decode_sample_chunks(sample_chunks + sample_chunks[::-1])
     assert sorted(decoded) == [11, 22, 33]
     assert sorted(calls) == [11, 22, 33]
 
@@ -856,20 +870,20 @@ def test_chunk_cache(
     sample_chunks: list[schema_pb2.ChunkData], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
-    real = _codec.decode_chunk
+    real = _chunk.decode_chunk
 
     def counting(chunk: schema_pb2.ChunkData) -> list[np.ndarray]:
         calls.append(chunk.chunk_key)
         return real(chunk)
 
-    monkeypatch.setattr(_codec, "decode_chunk", counting)
-    cache = _codec.ChunkCache(capacity=2)
-    first = _codec.decode_sample_chunks(sample_chunks[:2], cache)
+    monkeypatch.setattr(_chunk, "decode_chunk", counting)
+    cache = _chunk.ChunkCache(capacity=2)
+    first = oracles.decode_sample_chunks(sample_chunks[:2], cache)
     assert calls == [11, 22] and len(cache) == 2
-    again = _codec.decode_sample_chunks(sample_chunks[:2], cache)
+    again = oracles.decode_sample_chunks(sample_chunks[:2], cache)
     assert calls == [11, 22]
     assert again[11] is first[11]
-    _codec.decode_sample_chunks([sample_chunks[1], sample_chunks[2]], cache)  # 11 is LRU
+    oracles.decode_sample_chunks([sample_chunks[1], sample_chunks[2]], cache)  # 11 is LRU
     assert calls == [11, 22, 33]
     assert 11 not in cache and 22 in cache and 33 in cache
     cache.decode(sample_chunks[0])
@@ -877,19 +891,20 @@ def test_chunk_cache(
     cache.clear()
     assert len(cache) == 0
     with pytest.raises(ValueError):
-        _codec.ChunkCache(capacity=0)
+        _chunk.ChunkCache(capacity=0)
 
 
 def test_wire_readers_agree_with_protobuf() -> None:
-    from reverb_py._codec import chunk_key_and_episode, message_fields, read_varint
+    from reverb_py._codec.fields import chunk_key_and_episode, message_fields, read_varint
 
     for key, episode in [(0, 0), (1, 2**64 - 1), (2**63 + 5, 7)]:
-        data = _codec.build_chunk(key, episode, 3, 4, [np.zeros((2, 3), np.int16)]).SerializeToString()
+        chunk = oracles.build_chunk(key, episode, 3, 4, [np.zeros((2, 3), np.int16)])
+        data = chunk.SerializeToString()
         assert chunk_key_and_episode(data) == (key, episode)
         fields = [(number, wire_type) for number, wire_type, _ in message_fields(data)]
         assert fields[0] == (1, 0) if key else fields[0] == (2, 2)
     assert read_varint(b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 0) == (2**64 - 1, 10)
-    good = _codec.build_chunk(9, 9, 0, 0, [np.zeros((1, 4), np.float32)]).SerializeToString()
+    good = oracles.build_chunk(9, 9, 0, 0, [np.zeros((1, 4), np.float32)]).SerializeToString()
     for bad in (good[:3], good[:5], b"\x0a\xff", b"\x00\x01", b"\x80" * 11, b"\x0b"):
         with pytest.raises(InvalidArgumentError):
             chunk_key_and_episode(bad)

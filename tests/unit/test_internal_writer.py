@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reverb_py import _dtypes, errors
-from reverb_py._signature import flatten_signature
+from reverb_py import errors
+from reverb_py._codec import dtypes as _dtypes
+from reverb_py._codec.signature import flatten_signature
 from reverb_py._writer.engine import (
     AutoTunedChunkerOptions,
     CellRef,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from reverb_py import errors
-from reverb_py._signature import flatten_signature
+from reverb_py._codec.signature import flatten_signature
 from reverb_py._writer.engine import ConstantChunkerOptions
 from reverb_py._writer.legacy_writer import Writer
 from reverb_py.tensor_spec import TensorSpec

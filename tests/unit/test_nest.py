@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pytest
 
-from reverb_py import _nest
+from reverb_py._codec import nest as _nest
 
 Point = collections.namedtuple("Point", ["y", "x"])
 

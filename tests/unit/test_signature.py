@@ -8,9 +8,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import pytest
 
-from reverb_py import _dtypes
+from reverb_py._codec import dtypes as _dtypes
+from reverb_py._codec.signature import decode_signature, encode_signature, flatten_signature
 from reverb_py._proto import struct_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
-from reverb_py._signature import decode_signature, encode_signature, flatten_signature
 from reverb_py.tensor_spec import BoundedTensorSpec, TensorSpec
 
 Point = collections.namedtuple("Point", ["y", "x"])

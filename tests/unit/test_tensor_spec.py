@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reverb_py import _dtypes
+from reverb_py._codec import dtypes as _dtypes
 from reverb_py._proto import types_pb2
 from reverb_py.tensor_spec import (
     BoundedTensorSpec,

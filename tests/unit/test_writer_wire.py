@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import reverb_py as reverb
-from reverb_py import _codec
+from reverb_py import _impl
+from reverb_py._codec.chunk import encode_chunk
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._writer import engine
 from reverb_py._writer.engine import (
@@ -24,8 +25,10 @@ from reverb_py._writer.engine import (
     InternalTrajectoryWriter,
     OutgoingBatch,
 )
+from reverb_py._pure.mutations import encode_mutate_request
 from reverb_py.table import Item, Table
 from reverb_py.trajectory_writer import TrajectoryColumn, TrajectoryWriter
+from tests.codec_oracles import build_chunk
 from tests.fake_transport import FakeTransport
 
 _to_array = engine.module._to_array  # the live engine's
@@ -39,11 +42,11 @@ _to_array = engine.module._to_array  # the live engine's
 def test_encode_varint_matches_protobuf(value: int) -> None:
     if value < 0:
         message = schema_pb2.SliceRange(offset=value)  # int32: 10-byte two's complement
-        assert b"\x08" + _codec.encode_varint(value) == message.SerializeToString()
+        assert b"\x08" + _impl.wire.encode_varint(value) == message.SerializeToString()
     else:
         message = schema_pb2.KeyWithPriority(key=value)
         expected = message.SerializeToString() if value else b"\x08\x00"
-        assert b"\x08" + _codec.encode_varint(value) == expected
+        assert b"\x08" + _impl.wire.encode_varint(value) == expected
 
 
 def _arrays() -> list[np.ndarray]:
@@ -64,10 +67,10 @@ def test_encode_chunk_is_build_chunk_serialized(
 ) -> None:
     for key, episode, start in ((0, 0, 0), (2**64 - 1, 5, 7), (123, 2**63, 20000)):
         end = start + array.shape[0] - 1
-        expected = _codec.build_chunk(
+        expected = build_chunk(
             key, episode, start, end, [array], delta_encoded=delta, sparse=sparse
         ).SerializeToString()
-        got = _codec.encode_chunk(
+        got = encode_chunk(
             key, episode, start, end, [array], delta_encoded=delta, sparse=sparse
         )
         assert got == expected
@@ -75,17 +78,17 @@ def test_encode_chunk_is_build_chunk_serialized(
 
 def test_encode_chunk_several_columns_and_errors() -> None:
     columns = [np.zeros((2, 3), np.float32), np.array([b"a", b""], dtype=object)]
-    expected = _codec.build_chunk(9, 1, 0, 1, columns).SerializeToString()
-    assert _codec.encode_chunk(9, 1, 0, 1, columns) == expected
-    assert _codec.encode_chunk(9, 1, 0, 0, []) == _codec.build_chunk(
+    expected = build_chunk(9, 1, 0, 1, columns).SerializeToString()
+    assert encode_chunk(9, 1, 0, 1, columns) == expected
+    assert encode_chunk(9, 1, 0, 0, []) == build_chunk(
         9, 1, 0, 0, []
     ).SerializeToString()
     with pytest.raises(reverb.errors.InvalidArgumentError):
-        _codec.encode_chunk(1, 1, 5, 4, columns)
+        encode_chunk(1, 1, 5, 4, columns)
     with pytest.raises(reverb.errors.InvalidArgumentError):
-        _codec.encode_chunk(1, 1, 0, 2, columns)  # 2 steps, range of 3
+        encode_chunk(1, 1, 0, 2, columns)  # 2 steps, range of 3
     with pytest.raises(reverb.errors.InvalidArgumentError):
-        _codec.encode_chunk(1, 1, 0, 0, [np.float32(1.0)])  # no time axis
+        encode_chunk(1, 1, 0, 0, [np.float32(1.0)])  # no time axis
 
 
 @pytest.mark.parametrize("key", [0, 1, 2**64 - 1])
@@ -98,8 +101,8 @@ def test_encode_item_matches_message(key: int, table: str, priority: float) -> N
     expected = schema_pb2.PrioritizedItem(
         key=key, table=table, priority=priority, flat_trajectory=trajectory
     ).SerializeToString()
-    field = _codec.length_delimited(b"\x12", table.encode()) if table else b""
-    assert _codec.encode_item(key, field, priority, trajectory.SerializeToString()) == expected
+    field = _impl.wire.length_delimited(b"\x12", table.encode()) if table else b""
+    assert _impl.wire.encode_item(key, field, priority, trajectory.SerializeToString()) == expected
 
 
 def test_encode_mutate_request_parses_as_the_message() -> None:
@@ -113,7 +116,7 @@ def test_encode_mutate_request_parses_as_the_message() -> None:
         }
         deletes = [rng.getrandbits(rng.randint(1, 64)) for _ in range(rng.randint(0, 5))]
         table = rng.choice(["", "t", "prioritized"])
-        data = _codec.encode_mutate_request(table, updates, deletes)
+        data = encode_mutate_request(table, updates, deletes)
         assert data is not None
         message = reverb_service_pb2.MutatePrioritiesRequest.FromString(data)
         assert message.table == table
@@ -138,18 +141,18 @@ def test_encode_mutate_request_parses_as_the_message() -> None:
 def test_encode_mutate_request_leaves_odd_values_to_the_message(
     updates: Any, deletes: Any
 ) -> None:
-    assert _codec.encode_mutate_request("t", updates, deletes) is None
+    assert encode_mutate_request("t", updates, deletes) is None
 
 
 # ------------------------------------------------------------------------------ writer
 
 
 def test_outgoing_batch_serializes_as_insert_stream_request() -> None:
-    chunk = _codec.encode_chunk(7, 1, 0, 0, [np.ones((1, 2), np.float32)])
+    chunk = encode_chunk(7, 1, 0, 0, [np.ones((1, 2), np.float32)])
     trajectory = schema_pb2.FlatTrajectory()
     trajectory.columns.add().chunk_slices.add(chunk_key=7, offset=0, length=1)
-    item = _codec.encode_item(
-        11, _codec.length_delimited(b"\x12", b"t"), 2.0, trajectory.SerializeToString()
+    item = _impl.wire.encode_item(
+        11, _impl.wire.length_delimited(b"\x12", b"t"), 2.0, trajectory.SerializeToString()
     )
     batch = OutgoingBatch([chunk], [item], [11], [7, 2**64 - 1])
     expected = reverb_service_pb2.InsertStreamRequest(

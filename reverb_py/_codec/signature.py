@@ -19,8 +19,8 @@ namedtuple                      ``named_tuple_value`` (class name + fields)
 Shapes: an unknown dim is ``-1``, an unknown rank sets ``unknown_rank``. Bounds of a
 bounded spec are ``TensorProto``s of the spec's dtype in the bound's own shape, with the
 elements as little-endian raw bytes in ``tensor_content`` (strings in ``string_val``).
-Decoding accepts the typed ``*_val`` fields too (TensorFlow writes size-1 bounds that
-way).
+Decoding reads them with :func:`reverb_py._codec.tensor.decode_plain_tensor`, so the
+typed ``*_val`` fields are accepted too (TensorFlow writes size-1 bounds that way).
 
 Decoding gives ``dict``s with sorted keys, rebuilds namedtuples as
 ``collections.namedtuple(name, fields)`` classes (one class per name and field list),
@@ -31,14 +31,14 @@ from __future__ import annotations
 
 import collections
 import functools
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from reverb_py import _dtypes
+from reverb_py._codec import dtypes as _dtypes
+from reverb_py._codec.tensor import decode_plain_tensor, string_bytes
 from reverb_py._proto import struct_pb2, tensor_pb2, tensor_shape_pb2
 from reverb_py.tensor_spec import BoundedTensorSpec, Shape, TensorSpec
 
@@ -92,11 +92,10 @@ def _shape_to_proto(shape: Shape, proto: tensor_shape_pb2.TensorShapeProto) -> N
 
 
 def _string_bytes(item: object) -> bytes:
-    if isinstance(item, str):
-        return item.encode()
-    if isinstance(item, bytes):
-        return bytes(item)
-    raise ValueError(f"String bound elements must be str or bytes, got {item!r}")
+    data = string_bytes(item)
+    if data is None:
+        raise ValueError(f"String bound elements must be str or bytes, got {item!r}")
+    return data
 
 
 def _array_to_tensor_proto(
@@ -187,102 +186,6 @@ def _shape_from_proto(proto: tensor_shape_pb2.TensorShapeProto) -> Shape:
     return tuple(None if dim.size < 0 else dim.size for dim in proto.dim)
 
 
-def _read_varint(data: bytes, position: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if position >= len(data):
-            raise ValueError("Truncated string tensor_content")
-        byte = data[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return result, position
-
-
-def _decode_string_content(content: bytes, count: int) -> list[bytes]:
-    """Decodes TF's string-list encoding: all varint lengths, then all bytes."""
-    lengths = []
-    position = 0
-    for _ in range(count):
-        length, position = _read_varint(content, position)
-        lengths.append(length)
-    items = []
-    for length in lengths:
-        if position + length > len(content):
-            raise ValueError("Truncated string tensor_content")
-        items.append(content[position : position + length])
-        position += length
-    return items
-
-
-def _typed_values(proto: tensor_pb2.TensorProto, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
-    """The elements stored in the ``*_val`` field that matches ``dtype``."""
-    kind, size = dtype.kind, dtype.itemsize
-    if dtype == _dtypes.STRING_DTYPE:
-        values = np.empty(len(proto.string_val), dtype=object)
-        values[:] = list(proto.string_val)
-        return values
-    if kind == "b":
-        return np.array(proto.bool_val, dtype=dtype)
-    if dtype.name == "bfloat16" or (kind == "f" and size == 2):
-        return np.array(proto.half_val, dtype=np.uint16).view(dtype)
-    if kind == "f":
-        return np.array(proto.float_val if size == 4 else proto.double_val, dtype=dtype)
-    if kind == "c":
-        parts = proto.scomplex_val if size == 8 else proto.dcomplex_val
-        pairs = np.array(parts, dtype=np.float32 if size == 8 else np.float64)
-        return (pairs[0::2] + 1j * pairs[1::2]).astype(dtype)
-    if kind == "i" and size == 8:
-        return np.array(proto.int64_val, dtype=dtype)
-    if kind == "u" and size == 4:
-        return np.array(proto.uint32_val, dtype=dtype)
-    if kind == "u" and size == 8:
-        return np.array(proto.uint64_val, dtype=dtype)
-    return np.array(proto.int_val, dtype=np.int64).astype(dtype)
-
-
-def _tensor_proto_to_array(proto: tensor_pb2.TensorProto) -> npt.NDArray[Any]:
-    """Decodes an uncompressed ``TensorProto`` into a numpy array.
-
-    Raises:
-      ValueError: unknown shape, unsupported dtype, or the wrong number of elements.
-    """
-    dtype = _dtypes.enum_to_dtype(proto.dtype)
-    shape = _shape_from_proto(proto.tensor_shape)
-    if shape is None or any(size is None for size in shape):
-        raise ValueError("A tensor value must have a fully defined shape")
-    dims = tuple(size for size in shape if size is not None)
-    count = math.prod(dims)
-    if proto.tensor_content:
-        if dtype == _dtypes.STRING_DTYPE:
-            values = np.empty(count, dtype=object)
-            values[:] = _decode_string_content(proto.tensor_content, count)
-        else:
-            if len(proto.tensor_content) != count * dtype.itemsize:
-                raise ValueError(
-                    f"tensor_content has {len(proto.tensor_content)} bytes, expected "
-                    f"{count * dtype.itemsize} for shape {dims} of {dtype}"
-                )
-            values = np.frombuffer(proto.tensor_content, dtype=dtype.newbyteorder("<"))
-            values = values.astype(dtype)
-        return values.reshape(dims)
-    values = _typed_values(proto, dtype)
-    if values.size == count:
-        return values.reshape(dims)
-    if values.size == 0:
-        if dtype == _dtypes.STRING_DTYPE:
-            return np.full(dims, b"", dtype=object)
-        return np.zeros(dims, dtype=dtype)
-    if values.size < count:
-        # TensorFlow's convention: the last value fills the rest.
-        padded = np.empty(count, dtype=dtype)
-        padded[: values.size] = values
-        padded[values.size :] = values[-1]
-        return padded.reshape(dims)
-    raise ValueError(f"TensorProto has {values.size} values for shape {dims}")
-
-
 @functools.lru_cache(maxsize=None)
 def _namedtuple_class(name: str, fields: tuple[str, ...]) -> Callable[..., tuple[Any, ...]]:
     factory: Callable[..., Callable[..., tuple[Any, ...]]] = collections.namedtuple
@@ -300,7 +203,9 @@ def decode_signature(proto: struct_pb2.StructuredValue) -> Any:
 
     Raises:
       ValueError: a node that is not part of a signature (plain values, ``TypeSpec``s
-        other than TensorSpec / BoundedTensorSpec, ...) or an unsupported dtype.
+        other than TensorSpec / BoundedTensorSpec, ...) or an unsupported dtype;
+        :class:`~reverb_py.errors.InvalidArgumentError` (a ``ValueError``) for bounds that
+        do not decode.
     """
     kind = proto.WhichOneof("kind")
     if kind is None or kind == "none_value":
@@ -315,8 +220,8 @@ def decode_signature(proto: struct_pb2.StructuredValue) -> Any:
         return BoundedTensorSpec(
             _shape_from_proto(bounded.shape),
             _dtypes.enum_to_dtype(bounded.dtype),
-            _tensor_proto_to_array(bounded.minimum),
-            _tensor_proto_to_array(bounded.maximum),
+            decode_plain_tensor(bounded.minimum),
+            decode_plain_tensor(bounded.maximum),
             bounded.name or None,
         )
     if kind == "list_value":

@@ -1,0 +1,97 @@
+"""Reading protobuf's wire format without decoding messages.
+
+The server splits requests and reads chunk keys with these, without building message
+objects (docs/REVERB_SPEC.md §2.3). A leaf module: it imports only
+:mod:`reverb_py.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from reverb_py.errors import InvalidArgumentError
+
+__all__ = ["chunk_key_and_episode", "message_fields", "read_varint"]
+
+
+def read_varint(buffer: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """Reads the varint at ``pos``; returns it (as uint64) and the position after it.
+
+    Raises:
+      InvalidArgumentError: truncated or longer than 10 bytes.
+    """
+    result = 0
+    shift = 0
+    end = len(buffer)
+    while True:
+        if pos >= end:
+            raise InvalidArgumentError("Truncated message: a varint runs past the end.")
+        byte = buffer[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result & 0xFFFFFFFFFFFFFFFF, pos
+        shift += 7
+        if shift > 63:
+            raise InvalidArgumentError("Malformed message: a varint is too long.")
+
+
+def message_fields(data: bytes | memoryview) -> Iterator[tuple[int, int, Any]]:
+    """The top-level fields of a serialised message: ``(number, wire type, value)``.
+
+    Varints give an int, length-delimited fields a ``memoryview`` of ``data`` (no copy),
+    fixed-size fields None.
+
+    Raises:
+      InvalidArgumentError: the bytes are not a well-formed message.
+    """
+    view = memoryview(data)
+    pos = 0
+    end = len(view)
+    while pos < end:
+        tag, pos = read_varint(view, pos)
+        number, wire_type = tag >> 3, tag & 7
+        if number == 0:
+            raise InvalidArgumentError("Malformed message: field number 0.")
+        if wire_type == 0:
+            value, pos = read_varint(view, pos)
+            yield number, 0, value
+        elif wire_type == 2:
+            size, pos = read_varint(view, pos)
+            if pos + size > end:
+                raise InvalidArgumentError("Truncated message: a field runs past the end.")
+            yield number, 2, view[pos : pos + size]
+            pos += size
+        elif wire_type in (1, 5):
+            pos += 8 if wire_type == 1 else 4
+            if pos > end:
+                raise InvalidArgumentError("Truncated message: a field runs past the end.")
+            yield number, wire_type, None
+        else:
+            raise InvalidArgumentError(f"Malformed message: wire type {wire_type}.")
+
+
+def chunk_key_and_episode(data: bytes | memoryview) -> tuple[int, int]:
+    """``ChunkData.chunk_key`` and ``sequence_range.episode_id`` of a serialised chunk,
+    read without decoding (or copying) its tensors; reading stops once both were seen.
+
+    Raises:
+      InvalidArgumentError: the bytes are not a well-formed message.
+    """
+    key = 0
+    episode_id = 0
+    seen = 0
+    for number, wire_type, value in message_fields(data):
+        if number == 1 and wire_type == 0:
+            key = value
+            seen |= 1
+        elif number == 2 and wire_type == 2:
+            for sub_number, sub_type, sub_value in message_fields(value):
+                if sub_number == 1 and sub_type == 0:
+                    episode_id = sub_value
+            seen |= 2
+        if seen == 3:
+            break
+    return key, episode_id
+
