@@ -25,12 +25,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING
-
 from reverb_py import _impl
-
-if TYPE_CHECKING:
-    from reverb_py.table import Table
 
 __all__ = ["RateLimiter", "MinSize", "SampleToInsertRatio", "Queue", "Stack"]
 
@@ -97,13 +92,13 @@ class RateLimiter:
             self._samples_per_insert, self._min_size_to_sample, self._min_diff, self._max_diff
         )
 
-    def _bind(self, table: Table) -> None:
+    def _bind(self, table_name: str) -> None:
         if self._table_name is not None:
             raise ValueError(
                 f"This rate limiter is already used by table '{self._table_name}'; "
                 "every table needs its own rate limiter object."
             )
-        self._table_name = table.name
+        self._table_name = table_name
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RateLimiter):

@@ -237,7 +237,7 @@ class Table:
 
             self._signature_proto = encode_signature(signature)
             self._signature = decode_signature(self._signature_proto)
-        rate_limiter._bind(self)
+        rate_limiter._bind(self._name)
         self._rate_limiter_config = rate_limiter
         self._limiter = rate_limiter.new_state()
         self._set_selectors(sampler, remover)
@@ -968,7 +968,7 @@ class Table:
             raise errors.InvalidArgumentError(
                 f"Checkpoint of table {self._name!r} has a bad rate limiter: {error}"
             ) from None
-        config._bind(self)
+        config._bind(self._name)
         sampler = item_selectors.selector_from_options(checkpoint.sampler)
         remover = item_selectors.selector_from_options(checkpoint.remover)
         if checkpoint.max_size <= 0:
