@@ -119,7 +119,7 @@ def proc_cpu_seconds(pid: int) -> float | None:
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
             stat = f.read()
-        fields = stat[stat.rindex(")") + 2:].split()  # fields from #3 (state) on
+        fields = stat[stat.rindex(")") + 2 :].split()  # fields from #3 (state) on
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
@@ -143,7 +143,7 @@ def thread_cpu_seconds() -> dict[str, float]:
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         name = names.get(int(tid), "other")
         out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
     return out

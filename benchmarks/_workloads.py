@@ -54,9 +54,7 @@ def frame_pool(n: int, seed: int) -> list[np.ndarray]:
 
 
 def frame_steps(pool: list[np.ndarray]) -> list[dict[str, Any]]:
-    return [
-        {"obs": f, "action": np.ones(2, np.float32), "reward": np.float32(0.5)} for f in pool
-    ]
+    return [{"obs": f, "action": np.ones(2, np.float32), "reward": np.float32(0.5)} for f in pool]
 
 
 def step_bytes(step: dict[str, Any]) -> int:
@@ -250,9 +248,7 @@ def sample_rep(
 def check_samples(client: Any, table: str, steps: list[dict[str, Any]], n: int = 20) -> None:
     """Untimed sanity check: ``n`` samples of ``table`` hold steps that were written, as
     length-1 columns in the flattened order of the step (sorted dict keys)."""
-    written = {
-        tuple(np.asarray(step[k]).tobytes() for k in sorted(FIELDS)) for step in steps
-    }
+    written = {tuple(np.asarray(step[k]).tobytes() for k in sorted(FIELDS)) for step in steps}
     for sample in client.sample(table, num_samples=n, emit_timesteps=False):
         data = sample.data
         assert len(data) == len(FIELDS), f"{table}: {len(data)} columns"

@@ -128,8 +128,12 @@ def _in_process_restore(reverb: Any, directory: str, max_size: int) -> dict[str,
     items = sum(len(s.items) for s in snapshots)
     del loaded, snapshots, tables
     gc.collect()
-    return {"load_latest_s": t1 - t0, "table_restore_s": t3 - t2,
-            "total_s": (t1 - t0) + (t3 - t2), "items": items}
+    return {
+        "load_latest_s": t1 - t0,
+        "table_restore_s": t3 - t2,
+        "total_s": (t1 - t0) + (t3 - t2),
+        "items": items,
+    }
 
 
 def _profile_text(fn: Any, top: int) -> str:
@@ -193,8 +197,9 @@ def _ckpt_server_main(conn: Any, directory: str, max_size: int) -> None:
             if kind == "restore_in_process":
                 conn.send(_in_process_restore(reverb, directory, max_size))
             elif kind == "profile_restore":
-                conn.send(_profile_text(
-                    lambda: _in_process_restore(reverb, directory, max_size), msg[1]))
+                conn.send(
+                    _profile_text(lambda: _in_process_restore(reverb, directory, max_size), msg[1])
+                )
             elif kind == "profile_save":
                 # The save RPC's work, in this thread: snapshot, then checkpointer.save.
                 def save() -> None:
@@ -312,7 +317,8 @@ def save_rep(client: Any, server: CheckpointServerProcess) -> dict[str, Any]:
         "hwm_before_kib": hwm_before,
         "hwm_after_kib": hwm_after,
         # VmHWM after a reset is the true peak; else (reset refused) the polled maximum.
-        "rss_peak_kib": hwm_after if hwm_reset and hwm_after is not None
+        "rss_peak_kib": hwm_after
+        if hwm_reset and hwm_after is not None
         else max(poller.peak_rss_kib, rss_after or 0),
         "poll_samples": poller.samples,
         "size": dir_size(path),
@@ -371,8 +377,11 @@ def run_workload(
     import reverb_py as reverb
 
     directory = os.path.join(root, name)
-    out: dict[str, Any] = {"items": n, "step_bytes": step_bytes(steps[0]),
-                           "distinct_steps": len(steps)}
+    out: dict[str, Any] = {
+        "items": n,
+        "step_bytes": step_bytes(steps[0]),
+        "distinct_steps": len(steps),
+    }
     with CheckpointServerProcess(directory, n) as server:
         client = reverb.Client(server.address)
         client.server_info(timeout=60)
@@ -382,18 +391,22 @@ def run_workload(
         out["fill"] = fill(client, server, TABLE, steps, n)
         assert client.server_info()[TABLE].current_size == n
         out["rss_filled_kib"] = proc_status_kib(server.pid, "VmRSS")
-        _say(f"  {name}: filled {n:,} items ({out['fill']['items_per_s']:,.0f} items/s), "
-             f"server RSS {out['rss_empty_kib'] / 1024:.0f} -> "
-             f"{out['rss_filled_kib'] / 1024:.0f} MiB")
+        _say(
+            f"  {name}: filled {n:,} items ({out['fill']['items_per_s']:,.0f} items/s), "
+            f"server RSS {out['rss_empty_kib'] / 1024:.0f} -> "
+            f"{out['rss_filled_kib'] / 1024:.0f} MiB"
+        )
         saves = []
         for i in range(repeats):
             rep = save_rep(client, server)
             saves.append(rep)
-            _say(f"    save {i + 1}: {rep['seconds']:.3f} s, {rep['size']['bytes'] / 1e6:.1f} MB, "
-                 f"server cpu {rep['server_cpu'] or 0:.2f} s, RSS "
-                 f"{rep['rss_before_kib'] / 1024:.0f} -> peak "
-                 f"{rep['rss_peak_polled_kib'] / 1024:.0f} (HWM {rep['hwm_after_kib'] / 1024:.0f})"
-                 f" -> {rep['rss_after_kib'] / 1024:.0f} MiB")
+            _say(
+                f"    save {i + 1}: {rep['seconds']:.3f} s, {rep['size']['bytes'] / 1e6:.1f} MB, "
+                f"server cpu {rep['server_cpu'] or 0:.2f} s, RSS "
+                f"{rep['rss_before_kib'] / 1024:.0f} -> peak "
+                f"{rep['rss_peak_polled_kib'] / 1024:.0f} (HWM {rep['hwm_after_kib'] / 1024:.0f})"
+                f" -> {rep['rss_after_kib'] / 1024:.0f} MiB"
+            )
         last_path = saves[-1]["path"]
         complete = [e for e in os.listdir(directory) if not e.startswith(".")]
         assert complete == [os.path.basename(last_path)], complete  # keep=1
@@ -402,12 +415,14 @@ def run_workload(
         rep = restore_rep(directory, n, n)
         restores.append(rep)
         ph, ip = rep["phases"], rep["in_process"]
-        _say(f"    restore {i + 1}: {rep['seconds']:.3f} s to a full server_info (spawn+imports "
-             f"{ph['spawn_and_imports_s']:.2f}, import reverb_py {ph['import_reverb_s']:.2f}, "
-             f"Server() {ph['server_ctor_s']:.2f} of which load_latest "
-             f"{ph['ctor_load_latest_s']:.2f}, first answer {ph['first_server_info_s']:.2f}); "
-             f"in process: load_latest {ip['load_latest_s']:.3f} s + Table.restore "
-             f"{ip['table_restore_s']:.3f} s; RSS {rep['rss_after_restore_kib'] / 1024:.0f} MiB")
+        _say(
+            f"    restore {i + 1}: {rep['seconds']:.3f} s to a full server_info (spawn+imports "
+            f"{ph['spawn_and_imports_s']:.2f}, import reverb_py {ph['import_reverb_s']:.2f}, "
+            f"Server() {ph['server_ctor_s']:.2f} of which load_latest "
+            f"{ph['ctor_load_latest_s']:.2f}, first answer {ph['first_server_info_s']:.2f}); "
+            f"in process: load_latest {ip['load_latest_s']:.3f} s + Table.restore "
+            f"{ip['table_restore_s']:.3f} s; RSS {rep['rss_after_restore_kib'] / 1024:.0f} MiB"
+        )
     # Untimed: the restored data is what was written.
     with CheckpointServerProcess(directory, n) as server:
         client = reverb.Client(server.address)
@@ -422,7 +437,8 @@ def run_workload(
         "items_per_s": n / save_s,
         "mb_per_s_on_disk": size["bytes"] / save_s / 1e6,
         "server_cpu_s": median([r["server_cpu"] for r in saves if r["server_cpu"] is not None])
-        if any(r["server_cpu"] is not None for r in saves) else None,
+        if any(r["server_cpu"] is not None for r in saves)
+        else None,
         "runs": saves,
     }
     out["memory_during_save"] = {
@@ -434,8 +450,7 @@ def run_workload(
         "rss_after_kib": _med(saves, "rss_after_kib"),
         "extra_peak_kib": median([r["rss_peak_kib"] - r["rss_before_kib"] for r in saves]),
     }
-    out["checkpoint_size"] = {**size, "raw_step_bytes": raw,
-                              "bytes_per_item": size["bytes"] / n}
+    out["checkpoint_size"] = {**size, "raw_step_bytes": raw, "bytes_per_item": size["bytes"] / n}
     out["restore"] = {
         "seconds": _med(restores, "seconds"),
         "seconds_runs": [r["seconds"] for r in restores],
@@ -445,8 +460,7 @@ def run_workload(
         "runs": restores,
     }
     out["restore_in_process"] = {
-        k: _med(restores, "in_process", k)
-        for k in ("load_latest_s", "table_restore_s", "total_s")
+        k: _med(restores, "in_process", k) for k in ("load_latest_s", "table_restore_s", "total_s")
     }
     out["restore_in_process"]["total_s_runs"] = [r["in_process"]["total_s"] for r in restores]
     return out
@@ -472,8 +486,11 @@ def _say(text: str) -> None:
 def random_frame_steps(n: int, seed: int) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
     return [
-        {"obs": rng.integers(0, 256, (84, 84, 4), dtype=np.uint8),
-         "action": np.ones(2, np.float32), "reward": np.float32(0.5)}
+        {
+            "obs": rng.integers(0, 256, (84, 84, 4), dtype=np.uint8),
+            "action": np.ones(2, np.float32),
+            "reward": np.float32(0.5),
+        }
         for _ in range(n)
     ]
 
@@ -508,49 +525,87 @@ def run_profile(cfg: dict[str, Any], workload: str, top: int, root: str) -> None
         client.checkpoint()  # warm-up: the next save also deletes one
         if spy:
             spy_out = tempfile.NamedTemporaryFile(
-                prefix="reverb_ckpt_spy_save_", suffix=".txt", delete=False).name
+                prefix="reverb_ckpt_spy_save_", suffix=".txt", delete=False
+            ).name
             proc = subprocess.Popen(
-                [spy, "record", "--pid", str(server.pid), "--rate", "250", "--format", "raw",
-                 "--output", spy_out, "--nonblocking", "--threads"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                [
+                    spy,
+                    "record",
+                    "--pid",
+                    str(server.pid),
+                    "--rate",
+                    "250",
+                    "--format",
+                    "raw",
+                    "--output",
+                    spy_out,
+                    "--nonblocking",
+                    "--threads",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             time.sleep(0.5)
             t0 = time.perf_counter()
             client.checkpoint()
             seconds = time.perf_counter() - t0
             proc.send_signal(signal.SIGINT)
             proc.wait(60)
-            print(f"\n===== {workload}: client.checkpoint() {seconds:.2f} s under py-spy; "
-                  f"py-spy of the server process ({spy_out}) =====")
+            print(
+                f"\n===== {workload}: client.checkpoint() {seconds:.2f} s under py-spy; "
+                f"py-spy of the server process ({spy_out}) ====="
+            )
             try:
                 print(_py_spy_summary(spy_out, top))
             except OSError as error:
                 print(f"  py-spy produced no output ({error})")
         else:
             print("(py-spy not installed: no sampling of the save RPC)")
-        print(f"\n===== {workload}: cProfile of the save's work in the server process "
-              "(snapshot + DefaultCheckpointer.save, main thread) =====")
+        print(
+            f"\n===== {workload}: cProfile of the save's work in the server process "
+            "(snapshot + DefaultCheckpointer.save, main thread) ====="
+        )
         print(server.request("profile_save", top))
     with CheckpointServerProcess(directory, n) as server:
         if spy:
             spy_out = tempfile.NamedTemporaryFile(
-                prefix="reverb_ckpt_spy_restore_", suffix=".txt", delete=False).name
+                prefix="reverb_ckpt_spy_restore_", suffix=".txt", delete=False
+            ).name
             proc = subprocess.Popen(
-                [spy, "record", "--pid", str(server.pid), "--rate", "250", "--format", "raw",
-                 "--output", spy_out, "--nonblocking", "--threads"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                [
+                    spy,
+                    "record",
+                    "--pid",
+                    str(server.pid),
+                    "--rate",
+                    "250",
+                    "--format",
+                    "raw",
+                    "--output",
+                    spy_out,
+                    "--nonblocking",
+                    "--threads",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             time.sleep(0.5)
             res = server.request("restore_in_process")
             proc.send_signal(signal.SIGINT)
             proc.wait(60)
-            print(f"\n===== {workload}: load_latest {res['load_latest_s']:.2f} s + "
-                  f"Table.restore {res['table_restore_s']:.2f} s in a server process under "
-                  f"py-spy ({spy_out}) =====")
+            print(
+                f"\n===== {workload}: load_latest {res['load_latest_s']:.2f} s + "
+                f"Table.restore {res['table_restore_s']:.2f} s in a server process under "
+                f"py-spy ({spy_out}) ====="
+            )
             try:
                 print(_py_spy_summary(spy_out, top))
             except OSError as error:
                 print(f"  py-spy produced no output ({error})")
-        print(f"\n===== {workload}: cProfile of load_latest(parse_chunk) + Table.restore in "
-              "a server process =====")
+        print(
+            f"\n===== {workload}: cProfile of load_latest(parse_chunk) + Table.restore in "
+            "a server process ====="
+        )
         print(server.request("profile_restore", top))
 
 
@@ -568,12 +623,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small-items", type=int, default=None, help="default 100,000")
     parser.add_argument("--frame-items", type=int, default=None, help="default 10,000")
     parser.add_argument("--workloads", default=",".join(ORDER))
-    parser.add_argument("--dir", default=None,
-                        help="where the checkpoints go (default: a new temporary directory, "
-                             "deleted at the end)")
+    parser.add_argument(
+        "--dir",
+        default=None,
+        help="where the checkpoints go (default: a new temporary directory, deleted at the end)",
+    )
     parser.add_argument("--seed", type=int, default=4242)
-    parser.add_argument("--profile", default=None, choices=ORDER,
-                        help="profile one workload's save and restore instead")
+    parser.add_argument(
+        "--profile",
+        default=None,
+        choices=ORDER,
+        help="profile one workload's save and restore instead",
+    )
     parser.add_argument("--profile-top", type=int, default=25)
     args = parser.parse_args(argv)
 
@@ -603,8 +664,10 @@ def _run(args: argparse.Namespace, cfg: dict[str, Any], root: str) -> int:
     info["packages"] = dist_versions(("grpcio", "protobuf", "cramjam", "google-crc32c"))
     info["checkpoint_fs"] = fs_type(root)
     started = time.perf_counter()
-    _say(f"# checkpoint benchmark, client IMPLEMENTATION={_impl.IMPLEMENTATION}, "
-         f"checkpoints in {root} ({info['checkpoint_fs']})")
+    _say(
+        f"# checkpoint benchmark, client IMPLEMENTATION={_impl.IMPLEMENTATION}, "
+        f"checkpoints in {root} ({info['checkpoint_fs']})"
+    )
     results: dict[str, Any] = {}
     warnings: list[str] = []
     base = baseline_start(cfg["repeats"], root)
@@ -623,7 +686,8 @@ def _run(args: argparse.Namespace, cfg: dict[str, Any], root: str) -> int:
         shutil.rmtree(os.path.join(root, name), ignore_errors=True)
         results[name] = res
         impls = {res["server_implementation"]} | {
-            r["implementation"] for r in res["restore"]["runs"]}
+            r["implementation"] for r in res["restore"]["runs"]
+        }
         if impls != {"cython"}:
             warnings.append(f"{name}: the server processes ran IMPLEMENTATION={sorted(impls)}")
     data = {
@@ -631,21 +695,22 @@ def _run(args: argparse.Namespace, cfg: dict[str, Any], root: str) -> int:
         "machine": info,
         "implementation": _impl.IMPLEMENTATION,
         "server_implementation": next(iter(results.values()))["server_implementation"]
-        if results else None,
+        if results
+        else None,
         "config": {
             **cfg,
             "transport": "gRPC over loopback (localhost), server in a spawned child process",
             "table": "one table, Uniform sampler, Fifo remover, MinSize(1), max_size = items",
             "checkpointer": "reverb_py.checkpointers.DefaultCheckpointer(dir) (keep=1: each "
-                            "save deletes the previous checkpoint, inside the timing)",
+            "save deletes the previous checkpoint, inside the timing)",
             "save": "client.checkpoint() wall time in the client process",
             "restore": "Process.start() of a new server process on the same directory until "
-                       "client.server_info() reports the full table; in_process: "
-                       "load_latest(parse_chunk) + Table.restore in that child",
+            "client.server_info() reports the full table; in_process: "
+            "load_latest(parse_chunk) + Table.restore in that child",
             "memory": f"VmRSS polled every {POLL_S * 1000:.0f} ms during the save; VmHWM "
-                      "reset (clear_refs 5) just before the save, read after",
+            "reset (clear_refs 5) just before the save, read after",
             "fill": "benchmarks._workloads.fill: TrajectoryWriter, length-1 items, "
-                    "flush(block_until_num_items=256) every 256 items",
+            "flush(block_until_num_items=256) every 256 items",
             "distinct_frames": DISTINCT_FRAMES,
             "page_cache": "warm: restores read the files the saves just wrote",
             "checkpoint_fs": info["checkpoint_fs"],
@@ -659,13 +724,17 @@ def _run(args: argparse.Namespace, cfg: dict[str, Any], root: str) -> int:
     }
     path = write_json(out, data)
     print(flush=True)
-    print(f"{'workload':<15} {'items':>8} {'save s':>7} {'restore s':>9} {'in-proc s':>9} "
-          f"{'size MB':>8} {'peak MiB':>9}")
+    print(
+        f"{'workload':<15} {'items':>8} {'save s':>7} {'restore s':>9} {'in-proc s':>9} "
+        f"{'size MB':>8} {'peak MiB':>9}"
+    )
     for name, r in results.items():
-        print(f"{name:<15} {r['items']:>8,} {r['save']['seconds']:>7.2f} "
-              f"{r['restore']['seconds']:>9.2f} {r['restore_in_process']['total_s']:>9.2f} "
-              f"{r['checkpoint_size']['bytes'] / 1e6:>8.1f} "
-              f"{r['memory_during_save']['rss_peak_kib'] / 1024:>9.0f}")
+        print(
+            f"{name:<15} {r['items']:>8,} {r['save']['seconds']:>7.2f} "
+            f"{r['restore']['seconds']:>9.2f} {r['restore_in_process']['total_s']:>9.2f} "
+            f"{r['checkpoint_size']['bytes'] / 1e6:>8.1f} "
+            f"{r['memory_during_save']['rss_peak_kib'] / 1024:>9.0f}"
+        )
     for w in warnings:
         print(f"WARNING: {w}")
     print(f"# wrote {path} in {data['total_seconds']:.1f}s")

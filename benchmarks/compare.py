@@ -95,40 +95,119 @@ LEARNER_BATCH = 256
 
 # name -> (label, group, unit, better, target: minimum ratio (reverb_py better by that much))
 WORKLOADS: dict[str, tuple[str, str, str, str, float]] = {
-    "insert_small": ("TrajectoryWriter, small steps, length-1 items", "insert", "items/s",
-                     "higher", 2.0),
-    "insert_frames": ("TrajectoryWriter, uint8[84,84,4] frames, length-1 items", "insert",
-                      "items/s", "higher", 1.5),
-    "insert_seq": ("TrajectoryWriter, length-10 overlapping items (1 new small step/item)",
-                   "insert", "items/s", "higher", 2.0),
-    "sample_small_uniform": ("client.sample, {small} small items, Uniform", "sample",
-                             "samples/s", "higher", 3.0),
-    "sample_small_prioritized": ("client.sample, {small} small items, Prioritized(0.8)",
-                                 "sample", "samples/s", "higher", 3.0),
-    "sample_frames_uniform": ("client.sample, {sample_frames} frame items, Uniform", "sample",
-                              "samples/s", "higher", 2.0),
-    "sample_frames_prioritized": ("client.sample, {sample_frames} frame items, "
-                                  "Prioritized(0.8)",
-                                  "sample", "samples/s", "higher", 2.0),
+    "insert_small": (
+        "TrajectoryWriter, small steps, length-1 items",
+        "insert",
+        "items/s",
+        "higher",
+        2.0,
+    ),
+    "insert_frames": (
+        "TrajectoryWriter, uint8[84,84,4] frames, length-1 items",
+        "insert",
+        "items/s",
+        "higher",
+        1.5,
+    ),
+    "insert_seq": (
+        "TrajectoryWriter, length-10 overlapping items (1 new small step/item)",
+        "insert",
+        "items/s",
+        "higher",
+        2.0,
+    ),
+    "sample_small_uniform": (
+        "client.sample, {small} small items, Uniform",
+        "sample",
+        "samples/s",
+        "higher",
+        3.0,
+    ),
+    "sample_small_prioritized": (
+        "client.sample, {small} small items, Prioritized(0.8)",
+        "sample",
+        "samples/s",
+        "higher",
+        3.0,
+    ),
+    "sample_frames_uniform": (
+        "client.sample, {sample_frames} frame items, Uniform",
+        "sample",
+        "samples/s",
+        "higher",
+        2.0,
+    ),
+    "sample_frames_prioritized": (
+        "client.sample, {sample_frames} frame items, Prioritized(0.8)",
+        "sample",
+        "samples/s",
+        "higher",
+        2.0,
+    ),
     "mutate": ("mutate_priorities, 1,000 keys per call", "mutate", "keys/s", "higher", 1.0),
-    "actors_1": ("1 actor + learner (batches of 256), items inserted", "actors", "items/s",
-                 "higher", 2.0),
-    "actors_2": ("2 actors + learner (batches of 256), items inserted", "actors", "items/s",
-                 "higher", 2.0),
-    "actors_4": ("4 actors + learner (batches of 256), items inserted", "actors", "items/s",
-                 "higher", 2.0),
-    "checkpoint_save_small": ("client.checkpoint(), {small} small items", "checkpoint", "s",
-                              "lower", 1.0),
-    "checkpoint_save_frames": ("client.checkpoint(), {frames} frame items", "checkpoint", "s",
-                               "lower", 1.0),
-    "checkpoint_restore_small": ("restart with checkpointer until serving, {small} small items",
-                                 "checkpoint", "s", "lower", 1.0),
-    "checkpoint_restore_frames": ("restart with checkpointer until serving, {frames} frame "
-                                  "items", "checkpoint", "s", "lower", 1.0),
-    "memory_small": ("server RSS per small item ({small}-item table)", "memory", "B/item",
-                     "lower", 1.0),
-    "memory_frames": ("server RSS per frame item ({frames}-item table)", "memory", "B/item",
-                      "lower", 1.0),
+    "actors_1": (
+        "1 actor + learner (batches of 256), items inserted",
+        "actors",
+        "items/s",
+        "higher",
+        2.0,
+    ),
+    "actors_2": (
+        "2 actors + learner (batches of 256), items inserted",
+        "actors",
+        "items/s",
+        "higher",
+        2.0,
+    ),
+    "actors_4": (
+        "4 actors + learner (batches of 256), items inserted",
+        "actors",
+        "items/s",
+        "higher",
+        2.0,
+    ),
+    "checkpoint_save_small": (
+        "client.checkpoint(), {small} small items",
+        "checkpoint",
+        "s",
+        "lower",
+        1.0,
+    ),
+    "checkpoint_save_frames": (
+        "client.checkpoint(), {frames} frame items",
+        "checkpoint",
+        "s",
+        "lower",
+        1.0,
+    ),
+    "checkpoint_restore_small": (
+        "restart with checkpointer until serving, {small} small items",
+        "checkpoint",
+        "s",
+        "lower",
+        1.0,
+    ),
+    "checkpoint_restore_frames": (
+        "restart with checkpointer until serving, {frames} frame items",
+        "checkpoint",
+        "s",
+        "lower",
+        1.0,
+    ),
+    "memory_small": (
+        "server RSS per small item ({small}-item table)",
+        "memory",
+        "B/item",
+        "lower",
+        1.0,
+    ),
+    "memory_frames": (
+        "server RSS per frame item ({frames}-item table)",
+        "memory",
+        "B/item",
+        "lower",
+        1.0,
+    ),
 }
 RATIO_CONVENTION = (
     "ratio > 1 means reverb_py is better: rates (items/s, samples/s, keys/s) are "
@@ -151,22 +230,33 @@ def _import_reverb(system: str) -> Any:
 def _make_table(reverb: Any, spec: dict[str, Any]) -> Any:
     """``spec``: name, sampler (uniform | prioritized), max_size, limiter
     (``["min_size", n]`` or ``["spi", samples_per_insert, min_size_to_sample, error_buffer]``)."""
-    sampler = (reverb.selectors.Prioritized(0.8) if spec["sampler"] == "prioritized"
-               else reverb.selectors.Uniform())
+    sampler = (
+        reverb.selectors.Prioritized(0.8)
+        if spec["sampler"] == "prioritized"
+        else reverb.selectors.Uniform()
+    )
     limiter = spec.get("limiter", ["min_size", 1])
     if limiter[0] == "min_size":
         rate_limiter = reverb.rate_limiters.MinSize(limiter[1])
     else:
         rate_limiter = reverb.rate_limiters.SampleToInsertRatio(
-            samples_per_insert=limiter[1], min_size_to_sample=limiter[2],
-            error_buffer=limiter[3])
-    return reverb.Table(name=spec["name"], sampler=sampler, remover=reverb.selectors.Fifo(),
-                        max_size=spec["max_size"], rate_limiter=rate_limiter)
+            samples_per_insert=limiter[1], min_size_to_sample=limiter[2], error_buffer=limiter[3]
+        )
+    return reverb.Table(
+        name=spec["name"],
+        sampler=sampler,
+        remover=reverb.selectors.Fifo(),
+        max_size=spec["max_size"],
+        rate_limiter=rate_limiter,
+    )
 
 
 def _versions(system: str) -> dict[str, Any]:
-    names = (("reverb_py", "grpcio", "protobuf", "cramjam", "uvloop", "numpy")
-             if system == "reverb_py" else ("dm-reverb", "tensorflow", "numpy", "protobuf"))
+    names = (
+        ("reverb_py", "grpcio", "protobuf", "cramjam", "uvloop", "numpy")
+        if system == "reverb_py"
+        else ("dm-reverb", "tensorflow", "numpy", "protobuf")
+    )
     out: dict[str, Any] = dict(dist_versions(names))
     out["python"] = sys.version.split()[0]
     out["executable"] = sys.executable
@@ -185,15 +275,17 @@ def _server_worker(conn: Any, system: str, args: dict[str, Any]) -> None:
     t_tables = time.perf_counter()
     server = reverb.Server(tables, port=None, checkpointer=checkpointer)
     t_server = time.perf_counter()
-    conn.send({
-        "port": server.port,
-        "pid": os.getpid(),
-        "implementation": getattr(reverb, "IMPLEMENTATION", "c++"),
-        "versions": _versions(system),
-        "entered_unix": entered_unix,
-        "import_s": t_import - t0,
-        "server_ctor_s": t_server - t_tables,
-    })
+    conn.send(
+        {
+            "port": server.port,
+            "pid": os.getpid(),
+            "implementation": getattr(reverb, "IMPLEMENTATION", "c++"),
+            "versions": _versions(system),
+            "entered_unix": entered_unix,
+            "import_s": t_import - t0,
+            "server_ctor_s": t_server - t_tables,
+        }
+    )
     while True:
         try:
             msg = conn.recv()
@@ -246,8 +338,7 @@ class _ClientWorker:
         self.updates: dict[tuple[str, str], list[dict[int, float]]] = {}
         seed = args.get("seed", SEED)
         self.seed = seed
-        self.steps = {"small": [wl.small_step()],
-                      "frames": wl.frame_steps(wl.frame_pool(64, seed))}
+        self.steps = {"small": [wl.small_step()], "frames": wl.frame_steps(wl.frame_pool(64, seed))}
         self.abandoned: list[Any] = []  # writers / generators left blocked by a rate limiter
 
     def client(self, address: str) -> Any:
@@ -258,8 +349,11 @@ class _ClientWorker:
     # ------------------------------------------------------------------ commands
 
     def cmd_hello(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "versions": _versions(self.system),
-                "implementation": getattr(self.reverb, "IMPLEMENTATION", "c++")}
+        return {
+            "pid": os.getpid(),
+            "versions": _versions(self.system),
+            "implementation": getattr(self.reverb, "IMPLEMENTATION", "c++"),
+        }
 
     def cmd_forget(self, address: str) -> None:
         self.clients.pop(address, None)
@@ -267,52 +361,72 @@ class _ClientWorker:
     def cmd_stats(self, address: str, timeout: float = 60) -> dict[str, Any]:
         info = self.client(address).server_info(timeout=timeout)
         return {
-            name: {"size": t.current_size,
-                   "inserts": t.rate_limiter_info.insert_stats.completed,
-                   "samples": t.rate_limiter_info.sample_stats.completed}
+            name: {
+                "size": t.current_size,
+                "inserts": t.rate_limiter_info.insert_stats.completed,
+                "samples": t.rate_limiter_info.sample_stats.completed,
+            }
             for name, t in info.items()
         }
 
-    def cmd_fill(self, address: str, server_pid: int, table: str, kind: str, n: int,
-                 prioritized: bool = False) -> dict[str, Any]:
-        prios = (np.random.default_rng(self.seed).uniform(0.1, 2.0, 4096)
-                 if prioritized else None)
-        return wl.fill(self.client(address), _Proc(server_pid), table, self.steps[kind], n,
-                       prios)
+    def cmd_fill(
+        self,
+        address: str,
+        server_pid: int,
+        table: str,
+        kind: str,
+        n: int,
+        prioritized: bool = False,
+    ) -> dict[str, Any]:
+        prios = np.random.default_rng(self.seed).uniform(0.1, 2.0, 4096) if prioritized else None
+        return wl.fill(self.client(address), _Proc(server_pid), table, self.steps[kind], n, prios)
 
     def cmd_check(self, address: str, table: str, kind: str) -> None:
         wl.check_samples(self.client(address), table, self.steps[kind])
 
-    def cmd_writer_rep(self, address: str, server_pid: int, table: str, kind: str,
-                       duration: float, length: int = 1) -> dict[str, Any]:
-        return wl.writer_rep(self.client(address), _Proc(server_pid), table, self.steps[kind],
-                             duration, length=length)
+    def cmd_writer_rep(
+        self, address: str, server_pid: int, table: str, kind: str, duration: float, length: int = 1
+    ) -> dict[str, Any]:
+        return wl.writer_rep(
+            self.client(address),
+            _Proc(server_pid),
+            table,
+            self.steps[kind],
+            duration,
+            length=length,
+        )
 
-    def cmd_sample_rep(self, address: str, server_pid: int, table: str, per_call: int,
-                       duration: float) -> dict[str, Any]:
-        return wl.sample_rep(self.client(address), _Proc(server_pid), table, per_call,
-                             duration)
+    def cmd_sample_rep(
+        self, address: str, server_pid: int, table: str, per_call: int, duration: float
+    ) -> dict[str, Any]:
+        return wl.sample_rep(self.client(address), _Proc(server_pid), table, per_call, duration)
 
-    def cmd_prepare_mutate(self, address: str, table: str, n_keys: int,
-                           max_samples: int) -> dict[str, Any]:
+    def cmd_prepare_mutate(
+        self, address: str, table: str, n_keys: int, max_samples: int
+    ) -> dict[str, Any]:
         t0 = time.perf_counter()
         keys = wl.collect_keys(self.client(address), table, n_keys, max_samples)
         rng = np.random.default_rng(self.seed)
         per = MUTATE_KEYS_PER_CALL
         updates = [
-            {int(k): float(p) for k, p in zip(keys[i:i + per], rng.uniform(0.1, 2.0, per))}
+            {int(k): float(p) for k, p in zip(keys[i : i + per], rng.uniform(0.1, 2.0, per))}
             for i in range(0, len(keys) - per + 1, per)
         ]
         if not updates:
             raise RuntimeError(f"only {len(keys)} distinct keys found")
         self.updates[(address, table)] = updates
-        return {"distinct_keys": len(keys), "calls_cycled": len(updates),
-                "seconds": time.perf_counter() - t0}
+        return {
+            "distinct_keys": len(keys),
+            "calls_cycled": len(updates),
+            "seconds": time.perf_counter() - t0,
+        }
 
-    def cmd_mutate_rep(self, address: str, server_pid: int, table: str,
-                       duration: float) -> dict[str, Any]:
-        return wl.mutate_rep(self.client(address), _Proc(server_pid), table,
-                             self.updates[(address, table)], duration)
+    def cmd_mutate_rep(
+        self, address: str, server_pid: int, table: str, duration: float
+    ) -> dict[str, Any]:
+        return wl.mutate_rep(
+            self.client(address), _Proc(server_pid), table, self.updates[(address, table)], duration
+        )
 
     def cmd_checkpoint(self, address: str) -> dict[str, Any]:
         client = self.client(address)
@@ -320,8 +434,9 @@ class _ClientWorker:
         path = client.checkpoint()
         return {"seconds": time.perf_counter() - t0, "path": str(path)}
 
-    def cmd_wait_serving(self, address: str, table: str, n: int,
-                         timeout: float = 300) -> dict[str, Any]:
+    def cmd_wait_serving(
+        self, address: str, table: str, n: int, timeout: float = 300
+    ) -> dict[str, Any]:
         """``server_info`` until ``table`` has ``n`` items (it has them at the first
         answer when the server loads its checkpoint before serving)."""
         client = self.client(address)
@@ -336,13 +451,18 @@ class _ClientWorker:
                 raise RuntimeError(f"{table} has {size} items after {timeout} s, expected {n}")
             time.sleep(0.005)
 
-    def _window(self, progress: list[tuple[float, int]], t_start: float,
-                t_end: float) -> dict[str, Any]:
+    def _window(
+        self, progress: list[tuple[float, int]], t_start: float, t_end: float
+    ) -> dict[str, Any]:
         count = _count_at(progress, t_end) - _count_at(progress, t_start)
         return {"count": count, "seconds": t_end - t_start, "rate": count / (t_end - t_start)}
 
-    def _timed_thread(self, target: Callable[[list[tuple[float, int]], threading.Event], None],
-                      t_start: float, t_end: float) -> dict[str, Any]:
+    def _timed_thread(
+        self,
+        target: Callable[[list[tuple[float, int]], threading.Event], None],
+        t_start: float,
+        t_end: float,
+    ) -> dict[str, Any]:
         progress: list[tuple[float, int]] = []
         stop = threading.Event()
         errors: list[str] = []
@@ -369,8 +489,9 @@ class _ClientWorker:
         out["blocked_at_end"] = thread.is_alive()
         return out
 
-    def cmd_actor(self, address: str, table: str, t_go: float, t_start: float,
-                  t_end: float) -> dict[str, Any]:
+    def cmd_actor(
+        self, address: str, table: str, t_go: float, t_start: float, t_end: float
+    ) -> dict[str, Any]:
         """Small steps, one length-1 item per step, ``flush(block_until_num_items=16)``
         after each, from ``t_go`` until the first flush after ``t_end``; progress after
         every flush. The writer is left as it is at the end (not flushed: the rate limiter
@@ -399,8 +520,9 @@ class _ClientWorker:
 
         return self._timed_thread(loop, t_start, t_end)
 
-    def cmd_learner(self, address: str, table: str, batch: int, t_go: float, t_start: float,
-                    t_end: float) -> dict[str, Any]:
+    def cmd_learner(
+        self, address: str, table: str, batch: int, t_go: float, t_start: float, t_end: float
+    ) -> dict[str, Any]:
         """``client.sample(table, batch, emit_timesteps=False)`` back to back from ``t_go``
         until the first full batch after ``t_end``; progress every 32 samples."""
         client = self.client(address)
@@ -473,14 +595,16 @@ def _say(text: str) -> None:
 class Worker:
     """A worker subprocess of one system's interpreter, with a duplex connection."""
 
-    def __init__(self, system: str, python: str, role: str, args: dict[str, Any],
-                 log_dir: str, name: str) -> None:
+    def __init__(
+        self, system: str, python: str, role: str, args: dict[str, Any], log_dir: str, name: str
+    ) -> None:
         self.system, self.role, self.name = system, role, name
         parent, child = multiprocessing.Pipe()
         fd = child.fileno()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
-            [str(PROJECT_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+            [str(PROJECT_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        )
         env["PYTHONUNBUFFERED"] = "1"
         env["GRPC_VERBOSITY"] = "ERROR"
         if system == "dm_reverb":
@@ -491,10 +615,25 @@ class Worker:
         self.started_unix = time.time()
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            [python, "-m", "benchmarks.compare", "--worker", role, "--system", system,
-             "--fd", str(fd), "--worker-args", json.dumps(args)],
-            pass_fds=(fd,), cwd=str(PROJECT_ROOT), env=env, stdin=subprocess.DEVNULL,
-            stdout=self._log, stderr=subprocess.STDOUT,
+            [
+                python,
+                "-m",
+                "benchmarks.compare",
+                "--worker",
+                role,
+                "--system",
+                system,
+                "--fd",
+                str(fd),
+                "--worker-args",
+                json.dumps(args),
+            ],
+            pass_fds=(fd,),
+            cwd=str(PROJECT_ROOT),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
         child.close()
         self.conn = parent
@@ -512,13 +651,17 @@ class Worker:
 
     def _recv(self, timeout: float) -> Any:
         if not self.conn.poll(timeout):
-            raise RuntimeError(f"{self.system}/{self.name}: no answer within {timeout:.0f} s; "
-                               f"log tail:\n{self._log_tail()}")
+            raise RuntimeError(
+                f"{self.system}/{self.name}: no answer within {timeout:.0f} s; "
+                f"log tail:\n{self._log_tail()}"
+            )
         try:
             return self.conn.recv()
         except EOFError:
-            raise RuntimeError(f"{self.system}/{self.name} exited (rc {self.proc.poll()}); "
-                               f"log tail:\n{self._log_tail()}") from None
+            raise RuntimeError(
+                f"{self.system}/{self.name} exited (rc {self.proc.poll()}); "
+                f"log tail:\n{self._log_tail()}"
+            ) from None
 
     def wait_ready(self, timeout: float = 300) -> dict[str, Any]:
         if self.hello is None:
@@ -590,11 +733,15 @@ def _dir_bytes(path: str) -> int:
     return total
 
 
-def _result(name: str, cfg: dict[str, Any], values: dict[str, float],
-            details: dict[str, Any]) -> dict[str, Any]:
+def _result(
+    name: str, cfg: dict[str, Any], values: dict[str, float], details: dict[str, Any]
+) -> dict[str, Any]:
     label, group, unit, better, target = WORKLOADS[name]
-    label = label.format(small=f"{cfg['small_items']:,}", frames=f"{cfg['frame_items']:,}",
-                         sample_frames=f"{cfg['sample_frame_items']:,}")
+    label = label.format(
+        small=f"{cfg['small_items']:,}",
+        frames=f"{cfg['frame_items']:,}",
+        sample_frames=f"{cfg['sample_frame_items']:,}",
+    )
     py, dm = values["reverb_py"], values["dm_reverb"]
     if better == "higher":
         ratio = py / dm if dm else float("inf")
@@ -603,10 +750,14 @@ def _result(name: str, cfg: dict[str, Any], values: dict[str, float],
         ratio = dm / py if py else float("inf")
         definition = "dm-reverb / reverb_py"
     return {
-        "label": label, "group": group, "unit": unit, "better": better,
+        "label": label,
+        "group": group,
+        "unit": unit,
+        "better": better,
         "reverb_py": {"value": py, **details.get("reverb_py", {})},
         "dm_reverb": {"value": dm, **details.get("dm_reverb", {})},
-        "ratio": ratio, "ratio_definition": definition,
+        "ratio": ratio,
+        "ratio_definition": definition,
         "target": {"min_ratio": target, "met": ratio >= target, "margin": ratio / target},
     }
 
@@ -614,8 +765,9 @@ def _result(name: str, cfg: dict[str, Any], values: dict[str, float],
 class Compare:
     """The parent: starts the workers, runs the phases, collects the results."""
 
-    def __init__(self, cfg: dict[str, Any], pythons: dict[str, str], log_dir: str,
-                 ckpt_root: str) -> None:
+    def __init__(
+        self, cfg: dict[str, Any], pythons: dict[str, str], log_dir: str, ckpt_root: str
+    ) -> None:
         self.cfg = cfg
         self.pythons = pythons
         self.log_dir = log_dir
@@ -666,9 +818,16 @@ class Compare:
     def actor_specs(self) -> list[dict[str, Any]]:
         a = self.cfg["actors"]
         limiter = ["spi", a["samples_per_insert"], a["min_size_to_sample"], a["error_buffer"]]
-        return [{"name": self.actor_table(k, rep), "sampler": "uniform",
-                 "max_size": a["max_size"], "limiter": limiter}
-                for k in a["counts"] for rep in range(self.cfg["repeats"])]
+        return [
+            {
+                "name": self.actor_table(k, rep),
+                "sampler": "uniform",
+                "max_size": a["max_size"],
+                "limiter": limiter,
+            }
+            for k in a["counts"]
+            for rep in range(self.cfg["repeats"])
+        ]
 
     def launch(self) -> None:
         t0 = time.monotonic()
@@ -688,12 +847,17 @@ class Compare:
                 directory = os.path.join(self.ckpt_root, s, w)
                 os.makedirs(directory, exist_ok=True)
                 self.ckpt[s][w] = self.start(
-                    s, "server", f"ckpt-{w}-server",
-                    {"tables": [self.ckpt_spec(w)], "checkpoint_dir": directory})
-            self.actor_srv[s] = self.start(s, "server", "actor-server",
-                                           {"tables": self.actor_specs()})
-            self.actors[s] = [self.start(s, "client", f"actor{i}", client_args)
-                              for i in range(n_actors)]
+                    s,
+                    "server",
+                    f"ckpt-{w}-server",
+                    {"tables": [self.ckpt_spec(w)], "checkpoint_dir": directory},
+                )
+            self.actor_srv[s] = self.start(
+                s, "server", "actor-server", {"tables": self.actor_specs()}
+            )
+            self.actors[s] = [
+                self.start(s, "client", f"actor{i}", client_args) for i in range(n_actors)
+            ]
             self.learner[s] = self.start(s, "client", "learner", client_args)
         for w in self.workers:
             w.wait_ready()
@@ -702,14 +866,17 @@ class Compare:
             self.startup[s]["versions"] = hello.get("versions")
             self.startup[s]["server_implementation"] = hello.get("implementation")
             self.startup[s]["client_implementation"] = (self.ctl[s].hello or {}).get(
-                "implementation")
-            self.startup[s]["main_server_ready_s"] = (self.main[s].ready_at or 0) - \
-                self.main[s].started
+                "implementation"
+            )
+            self.startup[s]["main_server_ready_s"] = (self.main[s].ready_at or 0) - self.main[
+                s
+            ].started
         if self.startup["reverb_py"]["server_implementation"] != "cython":
-            self.warnings.append("reverb_py server IMPLEMENTATION="
-                                 f"{self.startup['reverb_py']['server_implementation']!r}")
-        _say(f"  started {len(self.workers)} worker processes in "
-             f"{time.monotonic() - t0:.1f} s")
+            self.warnings.append(
+                "reverb_py server IMPLEMENTATION="
+                f"{self.startup['reverb_py']['server_implementation']!r}"
+            )
+        _say(f"  started {len(self.workers)} worker processes in {time.monotonic() - t0:.1f} s")
         time.sleep(0.5)
 
     # ------------------------------------------------------------------ phases
@@ -717,67 +884,99 @@ class Compare:
     def fill_phase(self) -> None:
         small, frames = self.cfg["small_items"], self.cfg["frame_items"]
         sample_frames = self.cfg["sample_frame_items"]
-        fills = (("uniform", "small", small, False), ("prioritized", "small", small, True),
-                 ("frames_uniform", "frames", sample_frames, False),
-                 ("frames_prioritized", "frames", sample_frames, True))
+        fills = (
+            ("uniform", "small", small, False),
+            ("prioritized", "small", small, True),
+            ("frames_uniform", "frames", sample_frames, False),
+            ("frames_prioritized", "frames", sample_frames, True),
+        )
         for s in SYSTEMS:
             ctl, srv = self.ctl[s], self.main[s]
             mem = self.memory[s]
             mem["main_baseline_kib"] = srv.rss_kib()
             for table, kind, n, prio in fills:
                 before = srv.rss_kib()
-                res = ctl.call("fill", address=srv.address, server_pid=srv.pid, table=table,
-                               kind=kind, n=n, prioritized=prio)
+                res = ctl.call(
+                    "fill",
+                    address=srv.address,
+                    server_pid=srv.pid,
+                    table=table,
+                    kind=kind,
+                    n=n,
+                    prioritized=prio,
+                )
                 after = srv.rss_kib()
                 self.fills[s][table] = res
-                mem[f"main_{table}"] = {"before_kib": before, "after_kib": after, "items": n,
-                                        "bytes_per_item": (after - before) * 1024 / n
-                                        if before and after else None}
+                mem[f"main_{table}"] = {
+                    "before_kib": before,
+                    "after_kib": after,
+                    "items": n,
+                    "bytes_per_item": (after - before) * 1024 / n if before and after else None,
+                }
                 ctl.call("check", address=srv.address, table=table, kind=kind)
             for w, kind, n in (("small", "small", small), ("frames", "frames", frames)):
                 srv = self.ckpt[s][w]
                 before = srv.rss_kib()
-                res = ctl.call("fill", address=srv.address, server_pid=srv.pid, table="replay",
-                               kind=kind, n=n)
+                res = ctl.call(
+                    "fill", address=srv.address, server_pid=srv.pid, table="replay", kind=kind, n=n
+                )
                 time.sleep(0.2)
                 after = srv.rss_kib()
                 self.fills[s][f"ckpt_{w}"] = res
-                mem[f"dedicated_{w}"] = {"before_kib": before, "after_kib": after, "items": n,
-                                         "bytes_per_item": (after - before) * 1024 / n
-                                         if before and after else None}
+                mem[f"dedicated_{w}"] = {
+                    "before_kib": before,
+                    "after_kib": after,
+                    "items": n,
+                    "bytes_per_item": (after - before) * 1024 / n if before and after else None,
+                }
                 ctl.call("check", address=srv.address, table="replay", kind=kind)
             sizes = ctl.call("stats", address=self.main[s].address)
             for table, _, n, _ in fills:
                 assert sizes[table]["size"] == n, (s, table, sizes[table])
-            _say(f"  {SYSTEM_LABELS[s]}: filled; small fill "
-                 f"{fmt_rate(self.fills[s]['uniform']['items_per_s'])} items/s, frame fill "
-                 f"{fmt_rate(self.fills[s]['frames_uniform']['items_per_s'])} items/s; RSS per "
-                 f"item: small {mem['dedicated_small']['bytes_per_item']:,.0f} B, frames "
-                 f"{mem['dedicated_frames']['bytes_per_item']:,.0f} B")
+            _say(
+                f"  {SYSTEM_LABELS[s]}: filled; small fill "
+                f"{fmt_rate(self.fills[s]['uniform']['items_per_s'])} items/s, frame fill "
+                f"{fmt_rate(self.fills[s]['frames_uniform']['items_per_s'])} items/s; RSS per "
+                f"item: small {mem['dedicated_small']['bytes_per_item']:,.0f} B, frames "
+                f"{mem['dedicated_frames']['bytes_per_item']:,.0f} B"
+            )
         values: dict[str, dict[str, float]] = {}
         for w in ("small", "frames"):
             values[w] = {s: self.memory[s][f"dedicated_{w}"]["bytes_per_item"] for s in SYSTEMS}
-            details = {s: {"main_server_items": self.memory[s][
-                f"main_{'uniform' if w == 'small' else 'frames_uniform'}"]["items"],
-                "main_server_bytes_per_item": self.memory[s][
-                f"main_{'uniform' if w == 'small' else 'frames_uniform'}"]["bytes_per_item"],
-                "main_server_prioritized_bytes_per_item": self.memory[s][
-                f"main_{'prioritized' if w == 'small' else 'frames_prioritized'}"][
-                "bytes_per_item"],
-                **self.memory[s][f"dedicated_{w}"]} for s in SYSTEMS}
+            details = {
+                s: {
+                    "main_server_items": self.memory[s][
+                        f"main_{'uniform' if w == 'small' else 'frames_uniform'}"
+                    ]["items"],
+                    "main_server_bytes_per_item": self.memory[s][
+                        f"main_{'uniform' if w == 'small' else 'frames_uniform'}"
+                    ]["bytes_per_item"],
+                    "main_server_prioritized_bytes_per_item": self.memory[s][
+                        f"main_{'prioritized' if w == 'small' else 'frames_prioritized'}"
+                    ]["bytes_per_item"],
+                    **self.memory[s][f"dedicated_{w}"],
+                }
+                for s in SYSTEMS
+            }
             self.results[f"memory_{w}"] = _result(f"memory_{w}", self.cfg, values[w], details)
 
-    def _single(self, name: str, unit: str, with_bytes: bool,
-                rep_fn: Callable[[str], dict[str, Any]],
-                warmup: Callable[[str], Any] | None = None) -> None:
+    def _single(
+        self,
+        name: str,
+        unit: str,
+        with_bytes: bool,
+        rep_fn: Callable[[str], dict[str, Any]],
+        warmup: Callable[[str], Any] | None = None,
+    ) -> None:
         if warmup is not None:
             for s in SYSTEMS:
                 warmup(s)
         runs = _alternate(self.cfg["repeats"], lambda s, _rep: rep_fn(s))
         summary = {s: wl._summarize(runs[s], unit, with_bytes) for s in SYSTEMS}
         values = {s: summary[s]["rate"] for s in SYSTEMS}
-        details = {s: {k: v for k, v in summary[s].items() if k not in ("rate", "unit")}
-                   for s in SYSTEMS}
+        details = {
+            s: {k: v for k, v in summary[s].items() if k not in ("rate", "unit")} for s in SYSTEMS
+        }
         self.results[name] = _result(name, self.cfg, values, details)
         self._log(name)
 
@@ -792,9 +991,11 @@ class Compare:
                 return f"{v:,.0f} B/item"
             return f"{fmt_rate(v)} {unit}"
 
-        _say(f"  {name:<27} reverb_py {fmt(r['reverb_py']['value']):>15}   dm-reverb "
-             f"{fmt(r['dm_reverb']['value']):>15}   ratio {r['ratio']:6.2f}  (target "
-             f"{r['target']['min_ratio']:g}: {'met' if r['target']['met'] else 'MISSED'})")
+        _say(
+            f"  {name:<27} reverb_py {fmt(r['reverb_py']['value']):>15}   dm-reverb "
+            f"{fmt(r['dm_reverb']['value']):>15}   ratio {r['ratio']:6.2f}  (target "
+            f"{r['target']['min_ratio']:g}: {'met' if r['target']['met'] else 'MISSED'})"
+        )
 
     def client_phase(self) -> None:
         cfg = self.cfg
@@ -805,44 +1006,86 @@ class Compare:
             ("sample_frames_uniform", "frames_uniform", cfg["frame_sample_per_call"]),
             ("sample_frames_prioritized", "frames_prioritized", cfg["frame_sample_per_call"]),
         ):
+
             def rep(s: str, table: str = table, per_call: int = per_call) -> dict[str, Any]:
                 srv = self.main[s]
-                return self.ctl[s].call("sample_rep", address=srv.address, server_pid=srv.pid,
-                                        table=table, per_call=per_call, duration=d)
+                return self.ctl[s].call(
+                    "sample_rep",
+                    address=srv.address,
+                    server_pid=srv.pid,
+                    table=table,
+                    per_call=per_call,
+                    duration=d,
+                )
 
             def warm(s: str, table: str = table) -> Any:
                 srv = self.main[s]
-                return self.ctl[s].call("sample_rep", address=srv.address, server_pid=srv.pid,
-                                        table=table, per_call=200, duration=0.0)
+                return self.ctl[s].call(
+                    "sample_rep",
+                    address=srv.address,
+                    server_pid=srv.pid,
+                    table=table,
+                    per_call=200,
+                    duration=0.0,
+                )
 
             self._single(name, "samples/s", True, rep, warm)
 
         prep = {}
         for s in SYSTEMS:
-            prep[s] = self.ctl[s].call("prepare_mutate", address=self.main[s].address,
-                                       table="prioritized", n_keys=cfg["mutate_keys"],
-                                       max_samples=20 * cfg["small_items"])
+            prep[s] = self.ctl[s].call(
+                "prepare_mutate",
+                address=self.main[s].address,
+                table="prioritized",
+                n_keys=cfg["mutate_keys"],
+                max_samples=20 * cfg["small_items"],
+            )
 
         def mutate(s: str) -> dict[str, Any]:
             srv = self.main[s]
-            return self.ctl[s].call("mutate_rep", address=srv.address, server_pid=srv.pid,
-                                    table="prioritized", duration=d)
+            return self.ctl[s].call(
+                "mutate_rep",
+                address=srv.address,
+                server_pid=srv.pid,
+                table="prioritized",
+                duration=d,
+            )
 
-        self._single("mutate", "keys/s", False, mutate,
-                     lambda s: self.ctl[s].call("mutate_rep", address=self.main[s].address,
-                                                server_pid=self.main[s].pid,
-                                                table="prioritized", duration=0.0))
+        self._single(
+            "mutate",
+            "keys/s",
+            False,
+            mutate,
+            lambda s: self.ctl[s].call(
+                "mutate_rep",
+                address=self.main[s].address,
+                server_pid=self.main[s].pid,
+                table="prioritized",
+                duration=0.0,
+            ),
+        )
         for s in SYSTEMS:
             self.results["mutate"][s]["prepare"] = prep[s]
 
-        for name, table, kind, length in (("insert_small", "insert", "small", 1),
-                                          ("insert_frames", "insert_frames", "frames", 1),
-                                          ("insert_seq", "seq", "small", wl.SEQ_LEN)):
-            def ins(s: str, table: str = table, kind: str = kind,
-                    length: int = length) -> dict[str, Any]:
+        for name, table, kind, length in (
+            ("insert_small", "insert", "small", 1),
+            ("insert_frames", "insert_frames", "frames", 1),
+            ("insert_seq", "seq", "small", wl.SEQ_LEN),
+        ):
+
+            def ins(
+                s: str, table: str = table, kind: str = kind, length: int = length
+            ) -> dict[str, Any]:
                 srv = self.main[s]
-                return self.ctl[s].call("writer_rep", address=srv.address, server_pid=srv.pid,
-                                        table=table, kind=kind, duration=d, length=length)
+                return self.ctl[s].call(
+                    "writer_rep",
+                    address=srv.address,
+                    server_pid=srv.pid,
+                    table=table,
+                    kind=kind,
+                    duration=d,
+                    length=length,
+                )
 
             self._single(name, "items/s", True, ins)
         # The main server's RSS at the end (after the insert workloads), for the record.
@@ -852,6 +1095,7 @@ class Compare:
     def actors_phase(self) -> None:
         a = self.cfg["actors"]
         for k in a["counts"]:
+
             def rep(s: str, r: int, k: int = k) -> dict[str, Any]:
                 srv = self.actor_srv[s]
                 table = self.actor_table(k, r)
@@ -860,11 +1104,23 @@ class Compare:
                 t_end = t_start + a["duration"]
                 actors = self.actors[s][:k]
                 for w in actors:
-                    w.send("actor", address=srv.address, table=table, t_go=t_go,
-                           t_start=t_start, t_end=t_end)
-                self.learner[s].send("learner", address=srv.address, table=table,
-                                     batch=LEARNER_BATCH, t_go=t_go, t_start=t_start,
-                                     t_end=t_end)
+                    w.send(
+                        "actor",
+                        address=srv.address,
+                        table=table,
+                        t_go=t_go,
+                        t_start=t_start,
+                        t_end=t_end,
+                    )
+                self.learner[s].send(
+                    "learner",
+                    address=srv.address,
+                    table=table,
+                    batch=LEARNER_BATCH,
+                    t_go=t_go,
+                    t_start=t_start,
+                    t_end=t_end,
+                )
                 _sleep_until(t_start)
                 cpu0 = proc_cpu_seconds(srv.pid)
                 _sleep_until(t_end)
@@ -879,25 +1135,32 @@ class Compare:
                     "samples_per_s": learner_res["rate"],
                     "actors": actor_res,
                     "learner": learner_res,
-                    "server_cpu_per_wall": None if cpu0 is None or cpu1 is None
+                    "server_cpu_per_wall": None
+                    if cpu0 is None or cpu1 is None
                     else (cpu1 - cpu0) / window,
                     "table_after": stats,
                 }
 
             runs = _alternate(self.cfg["repeats"], rep)
             values = {s: median([r["inserts_per_s"] for r in runs[s]]) for s in SYSTEMS}
-            details = {s: {
-                "runs": [r["inserts_per_s"] for r in runs[s]],
-                "samples_per_s": median([r["samples_per_s"] for r in runs[s]]),
-                "samples_per_s_runs": [r["samples_per_s"] for r in runs[s]],
-                "server_cpu_per_wall_s": median([r["server_cpu_per_wall"] or 0.0
-                                                 for r in runs[s]]),
-                "learner_cpu_per_wall_s": median([r["learner"]["cpu_per_wall"]
-                                                  for r in runs[s]]),
-                "actor_cpu_per_wall_s": median([sum(x["cpu_per_wall"] for x in r["actors"])
-                                                for r in runs[s]]),
-                "rep_details": runs[s],
-            } for s in SYSTEMS}
+            details = {
+                s: {
+                    "runs": [r["inserts_per_s"] for r in runs[s]],
+                    "samples_per_s": median([r["samples_per_s"] for r in runs[s]]),
+                    "samples_per_s_runs": [r["samples_per_s"] for r in runs[s]],
+                    "server_cpu_per_wall_s": median(
+                        [r["server_cpu_per_wall"] or 0.0 for r in runs[s]]
+                    ),
+                    "learner_cpu_per_wall_s": median(
+                        [r["learner"]["cpu_per_wall"] for r in runs[s]]
+                    ),
+                    "actor_cpu_per_wall_s": median(
+                        [sum(x["cpu_per_wall"] for x in r["actors"]) for r in runs[s]]
+                    ),
+                    "rep_details": runs[s],
+                }
+                for s in SYSTEMS
+            }
             name = f"actors_{k}"
             res = _result(name, self.cfg, values, details)
             py_s = res["reverb_py"]["samples_per_s"]
@@ -906,16 +1169,23 @@ class Compare:
             # The target is on total throughput: both inserts and samples must reach it.
             basis = min(res["ratio"], res["ratio_samples"])
             t = res["target"]
-            t.update(basis="min(items inserted ratio, samples ratio)", basis_ratio=basis,
-                     met=basis >= t["min_ratio"], margin=basis / t["min_ratio"])
+            t.update(
+                basis="min(items inserted ratio, samples ratio)",
+                basis_ratio=basis,
+                met=basis >= t["min_ratio"],
+                margin=basis / t["min_ratio"],
+            )
             self.results[name] = res
             self._log(name)
-            _say(f"  {'':<27} samples/s: reverb_py {fmt_rate(py_s):>9}, dm-reverb "
-                 f"{fmt_rate(dm_s):>9}, ratio {res['ratio_samples']:.2f}")
+            _say(
+                f"  {'':<27} samples/s: reverb_py {fmt_rate(py_s):>9}, dm-reverb "
+                f"{fmt_rate(dm_s):>9}, ratio {res['ratio_samples']:.2f}"
+            )
 
     def checkpoint_phase(self) -> None:
         n = {"small": self.cfg["small_items"], "frames": self.cfg["frame_items"]}
         for w in ("small", "frames"):
+
             def save(s: str, _rep: int, w: str = w) -> dict[str, Any]:
                 srv = self.ckpt[s][w]
                 out = self.ctl[s].call("checkpoint", address=srv.address)
@@ -924,12 +1194,17 @@ class Compare:
 
             runs = _alternate(self.cfg["repeats"], save)
             values = {s: median([r["seconds"] for r in runs[s]]) for s in SYSTEMS}
-            details = {s: {"runs": [r["seconds"] for r in runs[s]],
-                           "checkpoint_bytes": runs[s][-1]["bytes"],
-                           "checkpoint_dir_bytes": _dir_bytes(
-                               os.path.join(self.ckpt_root, s, w))} for s in SYSTEMS}
-            self.results[f"checkpoint_save_{w}"] = _result(f"checkpoint_save_{w}", self.cfg,
-                                                           values, details)
+            details = {
+                s: {
+                    "runs": [r["seconds"] for r in runs[s]],
+                    "checkpoint_bytes": runs[s][-1]["bytes"],
+                    "checkpoint_dir_bytes": _dir_bytes(os.path.join(self.ckpt_root, s, w)),
+                }
+                for s in SYSTEMS
+            }
+            self.results[f"checkpoint_save_{w}"] = _result(
+                f"checkpoint_save_{w}", self.cfg, values, details
+            )
             self._log(f"checkpoint_save_{w}")
         for s in SYSTEMS:
             for w in ("small", "frames"):
@@ -937,14 +1212,20 @@ class Compare:
                 self.ckpt[s][w].stop()
                 self.workers.remove(self.ckpt[s][w])
         for w in ("small", "frames"):
+
             def restore(s: str, rep: int, w: str = w) -> dict[str, Any]:
                 directory = os.path.join(self.ckpt_root, s, w)
-                srv = self.start(s, "server", f"restore-{w}-{rep}",
-                                 {"tables": [self.ckpt_spec(w)], "checkpoint_dir": directory})
+                srv = self.start(
+                    s,
+                    "server",
+                    f"restore-{w}-{rep}",
+                    {"tables": [self.ckpt_spec(w)], "checkpoint_dir": directory},
+                )
                 try:
                     hello = srv.wait_ready()
-                    waited = self.ctl[s].call("wait_serving", address=srv.address,
-                                              table="replay", n=n[w])
+                    waited = self.ctl[s].call(
+                        "wait_serving", address=srv.address, table="replay", n=n[w]
+                    )
                     seconds = time.monotonic() - srv.started
                     rss = srv.rss_kib()
                     self.ctl[s].call("forget", address=srv.address)
@@ -953,7 +1234,8 @@ class Compare:
                     self.workers.remove(srv)
                 return {
                     "seconds": seconds,
-                    "spawn_and_imports_s": hello["entered_unix"] - srv.started_unix
+                    "spawn_and_imports_s": hello["entered_unix"]
+                    - srv.started_unix
                     + hello["import_s"],
                     "import_s": hello["import_s"],
                     "server_ctor_s": hello["server_ctor_s"],
@@ -964,21 +1246,26 @@ class Compare:
 
             runs = _alternate(self.cfg["repeats"], restore)
             values = {s: median([r["seconds"] for r in runs[s]]) for s in SYSTEMS}
-            details = {s: {
-                "runs": [r["seconds"] for r in runs[s]],
-                "server_ctor_s": median([r["server_ctor_s"] for r in runs[s]]),
-                "import_s": median([r["import_s"] for r in runs[s]]),
-                "spawn_and_imports_s": median([r["spawn_and_imports_s"] for r in runs[s]]),
-                "rep_details": runs[s],
-            } for s in SYSTEMS}
+            details = {
+                s: {
+                    "runs": [r["seconds"] for r in runs[s]],
+                    "server_ctor_s": median([r["server_ctor_s"] for r in runs[s]]),
+                    "import_s": median([r["import_s"] for r in runs[s]]),
+                    "spawn_and_imports_s": median([r["spawn_and_imports_s"] for r in runs[s]]),
+                    "rep_details": runs[s],
+                }
+                for s in SYSTEMS
+            }
             name = f"checkpoint_restore_{w}"
             res = _result(name, self.cfg, values, details)
             py_c, dm_c = res["reverb_py"]["server_ctor_s"], res["dm_reverb"]["server_ctor_s"]
             res["ratio_server_ctor"] = dm_c / py_c if py_c else float("inf")
             self.results[name] = res
             self._log(name)
-            _say(f"  {'':<27} of which Server(..., checkpointer) constructor: reverb_py "
-                 f"{py_c:.2f} s, dm-reverb {dm_c:.2f} s (ratio {res['ratio_server_ctor']:.2f})")
+            _say(
+                f"  {'':<27} of which Server(..., checkpointer) constructor: reverb_py "
+                f"{py_c:.2f} s, dm-reverb {dm_c:.2f} s (ratio {res['ratio_server_ctor']:.2f})"
+            )
 
 
 ORDER = tuple(WORKLOADS)
@@ -993,14 +1280,17 @@ def _run(args: argparse.Namespace, cfg: dict[str, Any], dm_python: str) -> int:
     os.makedirs(log_dir)
     ckpt_root = os.path.join(root, "checkpoints")
     _say(f"# reverb_py vs dm-reverb; dm-reverb python {dm_python}; logs in {log_dir}")
-    cmp = Compare(cfg, {"reverb_py": sys.executable, "dm_reverb": dm_python}, log_dir,
-                  ckpt_root)
+    cmp = Compare(cfg, {"reverb_py": sys.executable, "dm_reverb": dm_python}, log_dir, ckpt_root)
     phases: dict[str, float] = {}
     ok = False
     try:
-        for phase, fn in (("launch", cmp.launch), ("fill", cmp.fill_phase),
-                          ("single_client", cmp.client_phase), ("actors", cmp.actors_phase),
-                          ("checkpoint", cmp.checkpoint_phase)):
+        for phase, fn in (
+            ("launch", cmp.launch),
+            ("fill", cmp.fill_phase),
+            ("single_client", cmp.client_phase),
+            ("actors", cmp.actors_phase),
+            ("checkpoint", cmp.checkpoint_phase),
+        ):
             t0 = time.monotonic()
             _say(f"# phase {phase}")
             fn()
@@ -1023,22 +1313,22 @@ def _run(args: argparse.Namespace, cfg: dict[str, Any], dm_python: str) -> int:
         "config": {
             **cfg,
             "transport": "gRPC over loopback (localhost); every server and client in its own "
-                         "process (worker subprocesses of each system's interpreter)",
+            "process (worker subprocesses of each system's interpreter)",
             "alternation": "each repetition runs both systems back to back, reverb_py first "
-                           "on even repetitions, dm-reverb first on odd ones",
+            "on even repetitions, dm-reverb first on odd ones",
             "tables": "Fifo remover; MinSize(1) unless stated; Uniform or Prioritized(0.8)",
             "small_step_bytes": wl.step_bytes(wl.small_step()),
             "frame_step_bytes": wl.step_bytes(wl.frame_steps(frame_pool[:1])[0]),
             "frame_snappy_ratio": wl.snappy_ratio(frame_pool),
             "writer": f"client.trajectory_writer(num_keep_alive_refs={wl.SEQ_LEN}), "
-                      f"flush(block_until_num_items={wl.FLUSH_EVERY}) after each item",
+            f"flush(block_until_num_items={wl.FLUSH_EVERY}) after each item",
             "learner_batch": LEARNER_BATCH,
             "memory": "VmRSS growth of a server process holding one table (the checkpoint "
-                      "servers, before any save) while a client fills it; main-server "
-                      "growth per table also recorded",
+            "servers, before any save) while a client fills it; main-server "
+            "growth per table also recorded",
             "restore": "from Popen of a new server process (interpreter start, import, "
-                       "Server(tables, checkpointer=DefaultCheckpointer(dir))) until "
-                       "server_info() from the client process reports the full table",
+            "Server(tables, checkpointer=DefaultCheckpointer(dir))) until "
+            "server_info() from the client process reports the full table",
         },
         "results": results,
         "memory": cmp.memory,
@@ -1050,15 +1340,17 @@ def _run(args: argparse.Namespace, cfg: dict[str, Any], dm_python: str) -> int:
     }
     path = write_json(out, data)
     print(flush=True)
-    print(f"{'workload':<27} {'reverb_py':>12} {'dm-reverb':>12} {'unit':<10} {'ratio':>6}  "
-          f"target")
+    print(f"{'workload':<27} {'reverb_py':>12} {'dm-reverb':>12} {'unit':<10} {'ratio':>6}  target")
     for name, r in results.items():
+
         def f(v: float, unit: str = r["unit"]) -> str:
-            return f"{v:.2f}" if unit == "s" else (f"{v:,.0f}" if unit == "B/item"
-                                                   else fmt_rate(v))
-        print(f"{name:<27} {f(r['reverb_py']['value']):>12} {f(r['dm_reverb']['value']):>12} "
-              f"{r['unit']:<10} {r['ratio']:6.2f}  >= {r['target']['min_ratio']:g} "
-              f"{'met' if r['target']['met'] else 'MISSED'}")
+            return f"{v:.2f}" if unit == "s" else (f"{v:,.0f}" if unit == "B/item" else fmt_rate(v))
+
+        print(
+            f"{name:<27} {f(r['reverb_py']['value']):>12} {f(r['dm_reverb']['value']):>12} "
+            f"{r['unit']:<10} {r['ratio']:6.2f}  >= {r['target']['min_ratio']:g} "
+            f"{'met' if r['target']['met'] else 'MISSED'}"
+        )
     for w in cmp.warnings:
         print(f"WARNING: {w}")
     print(f"# {RATIO_CONVENTION}")
@@ -1070,19 +1362,36 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="JSON output path")
     parser.add_argument("--quick", action="store_true", help="small tables, short runs")
-    parser.add_argument("--repeats", type=int, default=None,
-                        help="repetitions per system and workload (default 5; --quick 3)")
-    parser.add_argument("--duration", type=float, default=None,
-                        help="seconds per repetition of the single-client workloads")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="repetitions per system and workload (default 5; --quick 3)",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="seconds per repetition of the single-client workloads",
+    )
     parser.add_argument("--small-items", type=int, default=None, help="default 100,000")
-    parser.add_argument("--frame-items", type=int, default=None,
-                        help="frame items for the memory and checkpoint workloads and the "
-                             "size of the frame insert table; default 10,000")
-    parser.add_argument("--sample-frame-items", type=int, default=None,
-                        help="items of the two frame tables sampled; default 100,000")
+    parser.add_argument(
+        "--frame-items",
+        type=int,
+        default=None,
+        help="frame items for the memory and checkpoint workloads and the "
+        "size of the frame insert table; default 10,000",
+    )
+    parser.add_argument(
+        "--sample-frame-items",
+        type=int,
+        default=None,
+        help="items of the two frame tables sampled; default 100,000",
+    )
     parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument("--keep-logs", action="store_true",
-                        help="keep the worker processes' log files")
+    parser.add_argument(
+        "--keep-logs", action="store_true", help="keep the worker processes' log files"
+    )
     parser.add_argument("--worker", choices=("server", "client"), help=argparse.SUPPRESS)
     parser.add_argument("--system", choices=SYSTEMS, help=argparse.SUPPRESS)
     parser.add_argument("--fd", type=int, help=argparse.SUPPRESS)
@@ -1120,8 +1429,10 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isabs(dm_python):
         dm_python = str(PROJECT_ROOT / dm_python)
     if not os.access(dm_python, os.X_OK):
-        raise SystemExit(f"no dm-reverb interpreter at {dm_python}: run `make interop` (creates "
-                         f".venv-reverb) or set {DM_PYTHON_ENV}")
+        raise SystemExit(
+            f"no dm-reverb interpreter at {dm_python}: run `make interop` (creates "
+            f".venv-reverb) or set {DM_PYTHON_ENV}"
+        )
     return _run(args, cfg, dm_python)
 
 

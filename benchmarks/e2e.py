@@ -169,7 +169,6 @@ class ServerProcess:
         self.stop()
 
 
-
 def _log(name: str, res: dict[str, Any]) -> None:
     extra = f"  {res['mb_per_s']:.1f} MB/s" if "mb_per_s" in res else ""
     srv = res.get("server_cpu_per_wall_s")
@@ -364,8 +363,10 @@ def _py_spy_summary(path: str, top: int) -> str:
                 incl[fr] += n
     if not total:
         return "  (no samples)"
-    lines = [f"  {total} samples of busy threads; self (leaf Python frame; C code such as "
-             "grpc/uvloop/protobuf counts for the Python frame that called it):"]
+    lines = [
+        f"  {total} samples of busy threads; self (leaf Python frame; C code such as "
+        "grpc/uvloop/protobuf counts for the Python frame that called it):"
+    ]
     lines += [f"    {c / total:6.1%}  {fr}" for fr, c in own.most_common(top)]
     lines.append("  inclusive:")
     lines += [f"    {c / total:6.1%}  {fr}" for fr, c in incl.most_common(top)]
@@ -389,8 +390,13 @@ def run_profile(cfg: dict[str, Any], workload: str, top: int) -> None:
 
     small = [small_step()]
     frames = frame_steps(frame_pool(64, cfg["seed"]))
-    specs = [("t", "prioritized" if workload in ("sample_prioritized", "mutate") else "uniform",
-              cfg["frame_items"] if workload == "sample_frames" else cfg["small_items"])]
+    specs = [
+        (
+            "t",
+            "prioritized" if workload in ("sample_prioritized", "mutate") else "uniform",
+            cfg["frame_items"] if workload == "sample_frames" else cfg["small_items"],
+        )
+    ]
     if workload.startswith("insert"):
         specs = [("t", "uniform", 10**6)]
     main_prof, loop_prof = cProfile.Profile(), cProfile.Profile()
@@ -401,14 +407,22 @@ def run_profile(cfg: dict[str, Any], workload: str, top: int) -> None:
         client.server_info(timeout=30)
         loop_thread = shared_loop_thread()  # the blocking clients' loop thread
         if workload.startswith("sample") or workload == "mutate":
-            fill(client, server, "t", frames if workload == "sample_frames" else small,
-                 specs[0][2], np.random.default_rng(0).uniform(0.1, 2.0, 4096))
+            fill(
+                client,
+                server,
+                "t",
+                frames if workload == "sample_frames" else small,
+                specs[0][2],
+                np.random.default_rng(0).uniform(0.1, 2.0, 4096),
+            )
         if workload == "mutate":
             keys = collect_keys(client, "t", cfg["mutate_keys"], 20 * specs[0][2])
-            updates = [{k: 1.5 for k in keys[i : i + 1000]}
-                       for i in range(0, len(keys) - 999, 1000)]
+            updates = [
+                dict.fromkeys(keys[i : i + 1000], 1.5) for i in range(0, len(keys) - 999, 1000)
+            ]
             fn: Callable[[], dict[str, Any]] = lambda: mutate_rep(  # noqa: E731
-                client, server, "t", updates, cfg["duration"])
+                client, server, "t", updates, cfg["duration"]
+            )
         elif workload.startswith("sample"):
             per = cfg["sample_per_call"] // (4 if workload == "sample_frames" else 1)
             fn = lambda: sample_rep(client, server, "t", per, cfg["duration"])  # noqa: E731
@@ -416,16 +430,33 @@ def run_profile(cfg: dict[str, Any], workload: str, top: int) -> None:
             steps = frames if workload == "insert_frames" else small
             length = SEQ_LEN if workload == "insert_seq" else 1
             fn = lambda: writer_rep(  # noqa: E731
-                client, server, "t", steps, cfg["duration"], length=length)
+                client, server, "t", steps, cfg["duration"], length=length
+            )
         spy_proc = None
         if spy:
             spy_out = tempfile.NamedTemporaryFile(
-                prefix="reverb_e2e_spy_", suffix=".txt", delete=False).name
+                prefix="reverb_e2e_spy_", suffix=".txt", delete=False
+            ).name
             spy_proc = subprocess.Popen(
-                [spy, "record", "--pid", str(server.pid), "--duration",
-                 str(max(1, int(cfg["duration"]))), "--rate", "250", "--format", "raw",
-                 "--output", spy_out, "--nonblocking", "--threads"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                [
+                    spy,
+                    "record",
+                    "--pid",
+                    str(server.pid),
+                    "--duration",
+                    str(max(1, int(cfg["duration"]))),
+                    "--rate",
+                    "250",
+                    "--format",
+                    "raw",
+                    "--output",
+                    spy_out,
+                    "--nonblocking",
+                    "--threads",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             time.sleep(0.3)  # let py-spy attach
         loop_thread.run(_call(loop_prof.enable))
         main_prof.enable()
@@ -435,11 +466,15 @@ def run_profile(cfg: dict[str, Any], workload: str, top: int) -> None:
         if spy_proc is not None:
             spy_proc.wait(60)
     rate = rep["count"] / rep["seconds"]
-    print(f"\n===== {workload}: {fmt_rate(rate)}/s over {rep['seconds']:.2f}s under cProfile; "
-          f"cpu/wall client {rep['client_cpu'] / rep['seconds']:.2f}, server "
-          f"{(rep['server_cpu'] or 0) / rep['seconds']:.2f} =====")
-    for label, prof in (("client main thread", main_prof),
-                        ("client event-loop thread (gRPC calls)", loop_prof)):
+    print(
+        f"\n===== {workload}: {fmt_rate(rate)}/s over {rep['seconds']:.2f}s under cProfile; "
+        f"cpu/wall client {rep['client_cpu'] / rep['seconds']:.2f}, server "
+        f"{(rep['server_cpu'] or 0) / rep['seconds']:.2f} ====="
+    )
+    for label, prof in (
+        ("client main thread", main_prof),
+        ("client event-loop thread (gRPC calls)", loop_prof),
+    ):
         print(f"\n----- cProfile, {label}, by tottime -----")
         pstats.Stats(prof).sort_stats("tottime").print_stats(top)
     print("\n----- cProfile, client main thread, by cumulative -----")
@@ -463,9 +498,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small-items", type=int, default=None, help="default 100,000")
     parser.add_argument("--frame-items", type=int, default=None, help="default 10,000")
     parser.add_argument("--seed", type=int, default=4242)
-    parser.add_argument("--profile", default=None, choices=ORDER,
-                        help="profile one workload: cProfile of the client's two threads, "
-                             "py-spy of the server when installed")
+    parser.add_argument(
+        "--profile",
+        default=None,
+        choices=ORDER,
+        help="profile one workload: cProfile of the client's two threads, "
+        "py-spy of the server when installed",
+    )
     parser.add_argument("--profile-top", type=int, default=25)
     args = parser.parse_args(argv)
 
@@ -512,16 +551,16 @@ def main(argv: list[str] | None = None) -> int:
             "transport": "gRPC over loopback (localhost), server in a spawned child process",
             "tables": "Fifo remover, MinSize(1); samplers Uniform / Prioritized(0.8)",
             "writer": f"client.trajectory_writer(num_keep_alive_refs={SEQ_LEN}), "
-                      "validate_items=True",
+            "validate_items=True",
             "flush": f"flush(block_until_num_items={FLUSH_EVERY}) after every measured item; "
-                     "final flush() inside the timing",
+            "final flush() inside the timing",
             "fill_flush": f"fills: flush(block_until_num_items={FILL_FLUSH}) every "
-                          f"{FILL_FLUSH} items",
+            f"{FILL_FLUSH} items",
             "small_step_bytes": small_b,
             "frame_step_bytes": frame_b,
             "seq_length": SEQ_LEN,
             "mb": "10^6 bytes; inserts: raw bytes of the appended steps (one new step per "
-                  "item); samples: bytes of the decoded sample.data arrays",
+            "item); samples: bytes of the decoded sample.data arrays",
             "sample_frames_per_call": max(1, cfg["sample_per_call"] // 4),
             "mutate_keys_per_call": 1000,
             "quick": quick,

@@ -58,8 +58,14 @@ def plot_e2e(inp: str, out: str) -> pathlib.Path:
         value = next((v for k, v in r.items() if not k.startswith("mb")), None)
         right = rates[i] if value is None else max(rates[i], value)
         if value is not None:
-            ax.plot([value], [i], marker="D", color="#d62728", ls="none",
-                    label="dm-reverb 0.14 reference (not measured here)" if first else None)
+            ax.plot(
+                [value],
+                [i],
+                marker="D",
+                color="#d62728",
+                ls="none",
+                label="dm-reverb 0.14 reference (not measured here)" if first else None,
+            )
             first = False
         mb = results[n].get("mb_per_s")
         text = f"{rates[i]:,.0f} {units[i]}" + (f", {mb:.0f} MB/s" if mb and mb >= 1 else "")
@@ -94,10 +100,18 @@ def plot_checkpoint(inp: str, out: str) -> pathlib.Path:
     names = list(results)
     series = (
         ("save", lambda r: r["save"]["seconds"], "#1f77b4", "save_s"),
-        ("restore (new process until server_info)", lambda r: r["restore"]["seconds"],
-         "#ff7f0e", "restore_s"),
-        ("load_latest + Table.restore alone (in a server process)",
-         lambda r: r["restore_in_process"]["total_s"], "#ffbb78", None),
+        (
+            "restore (new process until server_info)",
+            lambda r: r["restore"]["seconds"],
+            "#ff7f0e",
+            "restore_s",
+        ),
+        (
+            "load_latest + Table.restore alone (in a server process)",
+            lambda r: r["restore_in_process"]["total_s"],
+            "#ffbb78",
+            None,
+        ),
     )
     fig, ax = plt.subplots(figsize=(10, 4.5))
     h = 0.27
@@ -112,14 +126,25 @@ def plot_checkpoint(inp: str, out: str) -> pathlib.Path:
             right = max(right, v)
             rv = ref.get(n, {}).get(ref_key) if ref_key else None
             if rv is not None:
-                ax.plot([rv], [y], marker="D", color="#d62728", ls="none",
-                        label="dm-reverb 0.14 reference (not measured here)" if first else None)
+                ax.plot(
+                    [rv],
+                    [y],
+                    marker="D",
+                    color="#d62728",
+                    ls="none",
+                    label="dm-reverb 0.14 reference (not measured here)" if first else None,
+                )
                 first = False
                 right = max(right, rv)
     ax.set_yticks(range(len(names)))
-    ax.set_yticklabels([f"{n}\n{results[n]['items']:,} items, "
-                        f"{results[n]['checkpoint_size']['bytes'] / 1e6:.0f} MB"
-                        for n in names], fontsize=8)
+    ax.set_yticklabels(
+        [
+            f"{n}\n{results[n]['items']:,} items, "
+            f"{results[n]['checkpoint_size']['bytes'] / 1e6:.0f} MB"
+            for n in names
+        ],
+        fontsize=8,
+    )
     ax.invert_yaxis()
     ax.set_xlim(0, right * 1.2)
     m = data.get("machine", {})
@@ -169,19 +194,45 @@ def plot_compare(inp: str, out: str) -> pathlib.Path:
             continue
         if "ratio_samples" in r:
             k = name.split("_")[-1]
-            rows.append((f"{k} actor{'s' if k != '1' else ''}\n+ learner\ninserts",
-                         r["reverb_py"]["value"], r["dm_reverb"]["value"], r["ratio"],
-                         r["target"]["met"], r["target"]["min_ratio"]))
-            rows.append((f"{k} actor{'s' if k != '1' else ''}\n+ learner\nsamples",
-                         r["reverb_py"]["samples_per_s"], r["dm_reverb"]["samples_per_s"],
-                         r["ratio_samples"], r["target"]["met"], r["target"]["min_ratio"]))
+            rows.append(
+                (
+                    f"{k} actor{'s' if k != '1' else ''}\n+ learner\ninserts",
+                    r["reverb_py"]["value"],
+                    r["dm_reverb"]["value"],
+                    r["ratio"],
+                    r["target"]["met"],
+                    r["target"]["min_ratio"],
+                )
+            )
+            rows.append(
+                (
+                    f"{k} actor{'s' if k != '1' else ''}\n+ learner\nsamples",
+                    r["reverb_py"]["samples_per_s"],
+                    r["dm_reverb"]["samples_per_s"],
+                    r["ratio_samples"],
+                    r["target"]["met"],
+                    r["target"]["min_ratio"],
+                )
+            )
         else:
-            rows.append((COMPARE_SHORT.get(name, name), r["reverb_py"]["value"],
-                         r["dm_reverb"]["value"], r["ratio"], r["target"]["met"],
-                         r["target"]["min_ratio"]))
+            rows.append(
+                (
+                    COMPARE_SHORT.get(name, name),
+                    r["reverb_py"]["value"],
+                    r["dm_reverb"]["value"],
+                    r["ratio"],
+                    r["target"]["met"],
+                    r["target"]["min_ratio"],
+                )
+            )
 
-    def panel(ax: plt.Axes, items: list[tuple[str, float, float, float, bool, float]],
-              ylabel: str, log: bool, fmt: str) -> None:
+    def panel(
+        ax: plt.Axes,
+        items: list[tuple[str, float, float, float, bool, float]],
+        ylabel: str,
+        log: bool,
+        fmt: str,
+    ) -> None:
         x = list(range(len(items)))
         w = 0.38
         py = [i[1] for i in items]
@@ -189,14 +240,19 @@ def plot_compare(inp: str, out: str) -> pathlib.Path:
         ax.bar([i - w / 2 for i in x], py, w, color="#1f77b4", label="reverb_py")
         ax.bar([i + w / 2 for i in x], dm, w, color="#ff7f0e", label="dm-reverb 0.14")
         for i, (_, a, b, ratio, met, target) in enumerate(items):
-            ax.text(i - w / 2, a, format(a, fmt), ha="center", va="bottom", fontsize=6,
-                    rotation=90)
-            ax.text(i + w / 2, b, format(b, fmt), ha="center", va="bottom", fontsize=6,
-                    rotation=90)
+            ax.text(i - w / 2, a, format(a, fmt), ha="center", va="bottom", fontsize=6, rotation=90)
+            ax.text(i + w / 2, b, format(b, fmt), ha="center", va="bottom", fontsize=6, rotation=90)
             top = max(a, b)
-            ax.text(i, top * (4.0 if log else 1.22), f"×{ratio:.2f}\n(≥ {target:g})",
-                    ha="center", va="bottom", fontsize=8, fontweight="bold",
-                    color="#2ca02c" if met else "#d62728")
+            ax.text(
+                i,
+                top * (4.0 if log else 1.22),
+                f"×{ratio:.2f}\n(≥ {target:g})",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                fontweight="bold",
+                color="#2ca02c" if met else "#d62728",
+            )
         if log:
             ax.set_yscale("log")
             lo = min(v for i in items for v in (i[1], i[2]) if v > 0)
@@ -220,10 +276,21 @@ def plot_compare(inp: str, out: str) -> pathlib.Path:
         f"clients in separate processes over loopback — {m.get('cpu_model', '?')} "
         f"({m.get('cpu_count', '?')} cores), {m.get('date_utc', '')[:10]}\nmedians of "
         f"{data['config']['repeats']} alternating repetitions; ×ratio > 1 = reverb_py better "
-        "(green: target met, red: missed)", fontsize=9)
-    ckpt = [(COMPARE_SHORT.get(n, n), r["reverb_py"]["value"], r["dm_reverb"]["value"],
-             r["ratio"], r["target"]["met"], r["target"]["min_ratio"])
-            for n, r in res.items() if r["group"] == "checkpoint"]
+        "(green: target met, red: missed)",
+        fontsize=9,
+    )
+    ckpt = [
+        (
+            COMPARE_SHORT.get(n, n),
+            r["reverb_py"]["value"],
+            r["dm_reverb"]["value"],
+            r["ratio"],
+            r["target"]["met"],
+            r["target"]["min_ratio"],
+        )
+        for n, r in res.items()
+        if r["group"] == "checkpoint"
+    ]
     if ckpt:
         ax2 = fig.add_subplot(grid[1, 0])
         vals = [v for i in ckpt for v in (i[1], i[2]) if v > 0]
@@ -235,17 +302,36 @@ def plot_compare(inp: str, out: str) -> pathlib.Path:
             if "spawn_and_imports_s" not in r["reverb_py"]:
                 continue
             for dx, s in ((-0.19, "reverb_py"), (0.19, "dm_reverb")):
-                ax2.bar(i + dx, r[s]["spawn_and_imports_s"], 0.38, fill=False, hatch="///",
-                        edgecolor="#333333", lw=0,
-                        label="of which interpreter start + import" if first else None)
+                ax2.bar(
+                    i + dx,
+                    r[s]["spawn_and_imports_s"],
+                    0.38,
+                    fill=False,
+                    hatch="///",
+                    edgecolor="#333333",
+                    lw=0,
+                    label="of which interpreter start + import" if first else None,
+                )
                 first = False
         ax2.legend(loc="upper left", fontsize=7)
-        ax2.set_title(f"checkpoint: client.checkpoint() and restart until serving "
-                      f"({data['config']['small_items']:,} small / "
-                      f"{data['config']['frame_items']:,} frame items)", fontsize=9)
-    mem = [(COMPARE_SHORT.get(n, n), r["reverb_py"]["value"], r["dm_reverb"]["value"],
-            r["ratio"], r["target"]["met"], r["target"]["min_ratio"])
-           for n, r in res.items() if r["group"] == "memory"]
+        ax2.set_title(
+            f"checkpoint: client.checkpoint() and restart until serving "
+            f"({data['config']['small_items']:,} small / "
+            f"{data['config']['frame_items']:,} frame items)",
+            fontsize=9,
+        )
+    mem = [
+        (
+            COMPARE_SHORT.get(n, n),
+            r["reverb_py"]["value"],
+            r["dm_reverb"]["value"],
+            r["ratio"],
+            r["target"]["met"],
+            r["target"]["min_ratio"],
+        )
+        for n, r in res.items()
+        if r["group"] == "memory"
+    ]
     if mem:
         ax3 = fig.add_subplot(grid[1, 1])
         panel(ax3, mem, "server RSS bytes per item (lower is better)", False, ",.0f")
@@ -264,24 +350,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None)
     parser.add_argument("--size", type=int, default=None)
     parser.add_argument("--e2e", action="store_true", help="plot e2e.json instead")
-    parser.add_argument("--checkpoint", action="store_true",
-                        help="plot checkpoint.json instead")
-    parser.add_argument("--compare", action="store_true",
-                        help="plot compare.json (reverb_py vs dm-reverb) instead")
+    parser.add_argument("--checkpoint", action="store_true", help="plot checkpoint.json instead")
+    parser.add_argument(
+        "--compare", action="store_true", help="plot compare.json (reverb_py vs dm-reverb) instead"
+    )
     args = parser.parse_args(argv)
     if args.compare:
-        path = plot_compare(args.inp or str(RESULTS_DIR / "compare.json"),
-                            args.out or str(RESULTS_DIR / "compare.png"))
+        path = plot_compare(
+            args.inp or str(RESULTS_DIR / "compare.json"),
+            args.out or str(RESULTS_DIR / "compare.png"),
+        )
         print(f"# wrote {path}")
         return 0
     if args.checkpoint:
-        path = plot_checkpoint(args.inp or str(RESULTS_DIR / "checkpoint.json"),
-                               args.out or str(RESULTS_DIR / "checkpoint.png"))
+        path = plot_checkpoint(
+            args.inp or str(RESULTS_DIR / "checkpoint.json"),
+            args.out or str(RESULTS_DIR / "checkpoint.png"),
+        )
         print(f"# wrote {path}")
         return 0
     if args.e2e:
-        path = plot_e2e(args.inp or str(RESULTS_DIR / "e2e.json"),
-                        args.out or str(RESULTS_DIR / "e2e.png"))
+        path = plot_e2e(
+            args.inp or str(RESULTS_DIR / "e2e.json"), args.out or str(RESULTS_DIR / "e2e.png")
+        )
         print(f"# wrote {path}")
         return 0
     args.inp = args.inp or str(RESULTS_DIR / "structures.json")
@@ -326,7 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     ratios = data.get("ratios_compiled_over_pure", {})
     width = 0.8 / max(1, len(sizes))
     for j, sz in enumerate(sizes):
-        vals = [ratios.get(st, {}).get(str(sz), {}).get(op, 0.0) for st in structures for op in PLOT_OPS]
+        vals = [
+            ratios.get(st, {}).get(str(sz), {}).get(op, 0.0) for st in structures for op in PLOT_OPS
+        ]
         ax2.bar([i - 0.4 + width * (j + 0.5) for i in x], vals, width, label=f"{sz:,} keys")
     ax2.axhline(1.0, color="black", lw=0.8)
     ax2.axhline(10.0, color="red", lw=0.8, ls="--", label="10x")

@@ -1,10 +1,10 @@
 """Prints the benchmark JSON results as markdown tables (used to fill README.md).
 
-    python -m benchmarks.report [--structures benchmarks/results/structures.json]
-                                [--table benchmarks/results/table.json]
-                                [--e2e benchmarks/results/e2e.json]
-                                [--checkpoint benchmarks/results/checkpoint.json]
-                                [--compare benchmarks/results/compare.json]
+python -m benchmarks.report [--structures benchmarks/results/structures.json]
+                            [--table benchmarks/results/table.json]
+                            [--e2e benchmarks/results/e2e.json]
+                            [--checkpoint benchmarks/results/checkpoint.json]
+                            [--compare benchmarks/results/compare.json]
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ def _machine(m: dict) -> str:
 
 
 def structures_md(data: dict) -> str:
-    lines = [f"Machine: {_machine(data['machine'])}; package IMPLEMENTATION="
-             f"`{data['implementation']}`.", ""]
+    lines = [
+        f"Machine: {_machine(data['machine'])}; package IMPLEMENTATION=`{data['implementation']}`.",
+        "",
+    ]
     lines.append("| structure | size | impl | " + " | ".join(SOPS) + " |")
     lines.append("|---|---:|---|" + "---:|" * len(SOPS))
     for st, by_size in data["results"].items():
@@ -44,19 +46,28 @@ def structures_md(data: dict) -> str:
                 if not cell.get(impl):
                     continue
                 ops = cell[impl]["ops"]
-                lines.append(f"| {st} | {_size(size)} | {impl} | "
-                             + " | ".join(fmt_rate(ops[o]["ops_per_s"]) for o in SOPS) + " |")
+                lines.append(
+                    f"| {st} | {_size(size)} | {impl} | "
+                    + " | ".join(fmt_rate(ops[o]["ops_per_s"]) for o in SOPS)
+                    + " |"
+                )
             r = data["ratios_compiled_over_pure"].get(st, {}).get(size)
             if r:
-                lines.append(f"| {st} | {_size(size)} | **ratio** | "
-                             + " | ".join(f"**{r[o]:.1f}x**" for o in SOPS) + " |")
+                lines.append(
+                    f"| {st} | {_size(size)} | **ratio** | "
+                    + " | ".join(f"**{r[o]:.1f}x**" for o in SOPS)
+                    + " |"
+                )
     return "\n".join(lines)
 
 
 def table_md(data: dict) -> str:
     c, p = data["compiled"], data["pure"]
-    lines = [f"Machine: {_machine(data['machine'])}; subprocess implementations: "
-             f"`{c['implementation']}` / `{p['implementation']}`.", ""]
+    lines = [
+        f"Machine: {_machine(data['machine'])}; subprocess implementations: "
+        f"`{c['implementation']}` / `{p['implementation']}`.",
+        "",
+    ]
     lines.append("| sampler | metric | unit | compiled | pure | ratio | target (compiled) |")
     lines.append("|---|---|---|---:|---:|---:|---|")
     for sampler, res in c["results"].items():
@@ -95,8 +106,10 @@ def _ref(values: dict, name: str) -> str:
     ref = values.get(name)
     if not ref:
         return "—"
-    parts = [f"{v:.0f} MB/s" if k.startswith("mb") else f"{_rate1(v)} {k.split('_per_')[0]}/s"
-             for k, v in ref.items()]
+    parts = [
+        f"{v:.0f} MB/s" if k.startswith("mb") else f"{_rate1(v)} {k.split('_per_')[0]}/s"
+        for k, v in ref.items()
+    ]
     return ", ".join(parts)
 
 
@@ -108,14 +121,21 @@ def e2e_md(data: dict) -> str:
     res = data["results"]
     n_small = data["config"]["small_items"]
     n_frames = data["config"]["frame_items"]
-    labels = {k: v.replace("100k", f"{n_small:,}").replace("10k", f"{n_frames:,}")
-              for k, v in E2E_LABELS.items()}
+    labels = {
+        k: v.replace("100k", f"{n_small:,}").replace("10k", f"{n_frames:,}")
+        for k, v in E2E_LABELS.items()
+    }
     ref = data["reverb_reference"]["values"]
-    lines = [f"Machine: {_machine(data['machine'])}; packages {data['machine'].get('packages')}; "
-             f"IMPLEMENTATION client `{data['implementation']}`, server "
-             f"`{data['server_implementation']}`.", ""]
-    lines.append("| workload | reverb_py (measured) | MB/s | CPU/wall client (main + loop) "
-                 "| CPU/wall server | Reverb reference (not measured here) |")
+    lines = [
+        f"Machine: {_machine(data['machine'])}; packages {data['machine'].get('packages')}; "
+        f"IMPLEMENTATION client `{data['implementation']}`, server "
+        f"`{data['server_implementation']}`.",
+        "",
+    ]
+    lines.append(
+        "| workload | reverb_py (measured) | MB/s | CPU/wall client (main + loop) "
+        "| CPU/wall server | Reverb reference (not measured here) |"
+    )
     lines.append("|---|---:|---:|---|---:|---|")
     for name, r in res.items():
         mb = f"{r['mb_per_s']:.1f}" if "mb_per_s" in r else "—"
@@ -137,19 +157,26 @@ def e2e_md(data: dict) -> str:
     lines.append("| server process | RSS | growth per item |")
     lines.append("|---|---:|---:|")
     lines.append(f"| small-step server, empty (4 tables) | {_mib(ms['baseline']['rss_kib'])} | |")
-    lines.append(f"| + {n_small:,} small items (Uniform table) | "
-                 f"{_mib(ms['after_small_uniform']['rss_kib'])} | "
-                 f"{per_item(ms['after_small_uniform'], ms['baseline'], n_small)} |")
+    lines.append(
+        f"| + {n_small:,} small items (Uniform table) | "
+        f"{_mib(ms['after_small_uniform']['rss_kib'])} | "
+        f"{per_item(ms['after_small_uniform'], ms['baseline'], n_small)} |"
+    )
     both = ms["after_small_uniform_and_prioritized"]
-    lines.append(f"| + {n_small:,} small items (Prioritized table) | {_mib(both['rss_kib'])} | "
-                 f"{per_item(both, ms['after_small_uniform'], n_small)} |")
+    lines.append(
+        f"| + {n_small:,} small items (Prioritized table) | {_mib(both['rss_kib'])} | "
+        f"{per_item(both, ms['after_small_uniform'], n_small)} |"
+    )
     lines.append(f"| frame server, empty | {_mib(mf['baseline']['rss_kib'])} | |")
-    lines.append(f"| + {n_frames:,} frame items | {_mib(mf['after_frames']['rss_kib'])} | "
-                 f"{per_item(mf['after_frames'], mf['baseline'], n_frames)} |")
+    lines.append(
+        f"| + {n_frames:,} frame items | {_mib(mf['after_frames']['rss_kib'])} | "
+        f"{per_item(mf['after_frames'], mf['baseline'], n_frames)} |"
+    )
     ratio = data["fills"].get("frame_snappy_ratio")
     if ratio:
-        lines.append(f"\nFrames compress to {ratio:.1%} of their size with snappy (the chunk "
-                     "codec).")
+        lines.append(
+            f"\nFrames compress to {ratio:.1%} of their size with snappy (the chunk codec)."
+        )
     lines.append(f"\n{data['reverb_reference']['note']}.")
     for w in data.get("warnings", []):
         lines.append(f"\nWARNING: {w}")
@@ -170,13 +197,18 @@ def _mb(n: int | float) -> str:
 def checkpoint_md(data: dict) -> str:
     res = data["results"]
     ref = data["reverb_reference"]["values"]
-    lines = [f"Machine: {_machine(data['machine'])}; packages {data['machine'].get('packages')}; "
-             f"checkpoints on `{data['machine'].get('checkpoint_fs')}`; IMPLEMENTATION client "
-             f"`{data['implementation']}`, server `{data['server_implementation']}`.", ""]
-    lines.append("| workload | save | restore (new process → full `server_info`) | of which "
-                 "in-process `load_latest` + `Table.restore` | checkpoint on disk | server RSS "
-                 "before → peak during save | Reverb reference save / restore (not measured "
-                 "here) |")
+    lines = [
+        f"Machine: {_machine(data['machine'])}; packages {data['machine'].get('packages')}; "
+        f"checkpoints on `{data['machine'].get('checkpoint_fs')}`; IMPLEMENTATION client "
+        f"`{data['implementation']}`, server `{data['server_implementation']}`.",
+        "",
+    ]
+    lines.append(
+        "| workload | save | restore (new process → full `server_info`) | of which "
+        "in-process `load_latest` + `Table.restore` | checkpoint on disk | server RSS "
+        "before → peak during save | Reverb reference save / restore (not measured "
+        "here) |"
+    )
     lines.append("|---|---:|---:|---:|---:|---:|---|")
     for name, r in res.items():
         label = CHECKPOINT_LABELS.get(name, name).format(n=r["items"])
@@ -191,8 +223,10 @@ def checkpoint_md(data: dict) -> str:
             f"{_mib(m['rss_before_kib'])} → {_mib(m['rss_peak_kib'])} | {rtext} |"
         )
     lines.append("")
-    lines.append("| workload | restore phases: spawn + imports | import reverb_py | `Server()` "
-                 "(its `load_latest`) | first `server_info` | server RSS after restore |")
+    lines.append(
+        "| workload | restore phases: spawn + imports | import reverb_py | `Server()` "
+        "(its `load_latest`) | first `server_info` | server RSS after restore |"
+    )
     lines.append("|---|---:|---:|---:|---:|---:|")
     for name, r in res.items():
         ph = r["restore"]["phases"]
@@ -203,8 +237,10 @@ def checkpoint_md(data: dict) -> str:
         )
     base = data.get("baseline_start_empty")
     if base:
-        lines.append(f"\nA server process with an empty checkpoint directory answers "
-                     f"`server_info` {base['seconds']:.2f} s after `Process.start()`.")
+        lines.append(
+            f"\nA server process with an empty checkpoint directory answers "
+            f"`server_info` {base['seconds']:.2f} s after `Process.start()`."
+        )
     lines.append(f"\n{data['reverb_reference']['note']}.")
     for w in data.get("warnings", []):
         lines.append(f"\nWARNING: {w}")
@@ -237,8 +273,11 @@ def compare_md(data: dict) -> str:
 
     def versions(s: str) -> str:
         v = systems[s].get("versions") or {}
-        keys = (("reverb_py", "grpcio", "protobuf", "cramjam", "uvloop", "numpy")
-                if s == "reverb_py" else ("dm-reverb", "tensorflow", "numpy", "protobuf"))
+        keys = (
+            ("reverb_py", "grpcio", "protobuf", "cramjam", "uvloop", "numpy")
+            if s == "reverb_py"
+            else ("dm-reverb", "tensorflow", "numpy", "protobuf")
+        )
         return ", ".join(f"{k} {v.get(k)}" for k in keys if v.get(k))
 
     cfg = data["config"]
@@ -260,8 +299,11 @@ def compare_md(data: dict) -> str:
             f"| {r['label']} | {unit} | {_cmp_value(r['reverb_py']['value'], unit)} | "
             f"{_cmp_value(r['dm_reverb']['value'], unit)} | **{r['ratio']:.2f}** | "
             f"≥ {t['min_ratio']:g} | {_verdict(t)}"
-            + (" on the lower of its two ratios (items, samples) |" if "ratio_samples" in r
-               else " |")
+            + (
+                " on the lower of its two ratios (items, samples) |"
+                if "ratio_samples" in r
+                else " |"
+            )
         )
         if "ratio_samples" in r:
             label = r["label"].replace("items inserted", "samples")
@@ -275,27 +317,38 @@ def compare_md(data: dict) -> str:
         lines += ["", "| restart (median) | reverb_py | dm-reverb |", "|---|---:|---:|"]
         for n, r in restore:
             py, dm = r["reverb_py"], r["dm_reverb"]
-            lines.append(f"| {r['label']}: process start until full `server_info` | "
-                         f"{py['value']:.2f} s | {dm['value']:.2f} s |")
-            lines.append(f"| … of which interpreter start + `import` | "
-                         f"{py['spawn_and_imports_s']:.2f} s | {dm['spawn_and_imports_s']:.2f} s |")
-            lines.append(f"| … of which `Server(tables, checkpointer=…)` (loads it) "
-                         f"| {py['server_ctor_s']:.2f} s | {dm['server_ctor_s']:.2f} s |")
+            lines.append(
+                f"| {r['label']}: process start until full `server_info` | "
+                f"{py['value']:.2f} s | {dm['value']:.2f} s |"
+            )
+            lines.append(
+                f"| … of which interpreter start + `import` | "
+                f"{py['spawn_and_imports_s']:.2f} s | {dm['spawn_and_imports_s']:.2f} s |"
+            )
+            lines.append(
+                f"| … of which `Server(tables, checkpointer=…)` (loads it) "
+                f"| {py['server_ctor_s']:.2f} s | {dm['server_ctor_s']:.2f} s |"
+            )
     mem = [(n, r) for n, r in res.items() if n.startswith("memory")]
     if mem:
         lines += ["", "| server RSS growth per item | reverb_py | dm-reverb |", "|---|---:|---:|"]
         for n, r in mem:
             py, dm = r["reverb_py"], r["dm_reverb"]
-            lines.append(f"| {r['label']}, one-table server | {py['value']:,.0f} B | "
-                         f"{dm['value']:,.0f} B |")
+            lines.append(
+                f"| {r['label']}, one-table server | {py['value']:,.0f} B | {dm['value']:,.0f} B |"
+            )
             n_main = py.get("main_server_items")
             items = f"{n_main:,} items, " if n_main else ""
-            lines.append(f"| same, main server, Uniform table ({items}filled first) | "
-                         f"{py['main_server_bytes_per_item']:,.0f} B | "
-                         f"{dm['main_server_bytes_per_item']:,.0f} B |")
-            lines.append(f"| same, main server, Prioritized table ({items}filled next) | "
-                         f"{py['main_server_prioritized_bytes_per_item']:,.0f} B | "
-                         f"{dm['main_server_prioritized_bytes_per_item']:,.0f} B |")
+            lines.append(
+                f"| same, main server, Uniform table ({items}filled first) | "
+                f"{py['main_server_bytes_per_item']:,.0f} B | "
+                f"{dm['main_server_bytes_per_item']:,.0f} B |"
+            )
+            lines.append(
+                f"| same, main server, Prioritized table ({items}filled next) | "
+                f"{py['main_server_prioritized_bytes_per_item']:,.0f} B | "
+                f"{dm['main_server_prioritized_bytes_per_item']:,.0f} B |"
+            )
     met = sum(1 for r in res.values() if r["target"]["met"])
     lines.append(f"\nTargets met: {met} of {len(res)}.")
     for w in data.get("warnings", []):
@@ -311,9 +364,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", default=str(RESULTS_DIR / "checkpoint.json"))
     parser.add_argument("--compare", default=str(RESULTS_DIR / "compare.json"))
     args = parser.parse_args(argv)
-    for path, fn in ((args.structures, structures_md), (args.table, table_md),
-                     (args.e2e, e2e_md), (args.checkpoint, checkpoint_md),
-                     (args.compare, compare_md)):
+    for path, fn in (
+        (args.structures, structures_md),
+        (args.table, table_md),
+        (args.e2e, e2e_md),
+        (args.checkpoint, checkpoint_md),
+        (args.compare, compare_md),
+    ):
         p = pathlib.Path(path)
         if p.exists():
             print(f"### {p.name}\n")

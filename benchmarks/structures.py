@@ -38,7 +38,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks._common import RESULTS_DIR, fmt_rate, implementation, machine_info, median, write_json
+from benchmarks._common import (
+    RESULTS_DIR,
+    fmt_rate,
+    implementation,
+    machine_info,
+    median,
+    write_json,
+)
 
 STRUCTURES: dict[str, tuple[str, str, Callable[[type], Any]]] = {
     "SumTree": ("sum_tree", "SumTree", lambda cls: cls(0.8)),
@@ -212,8 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="JSON output path")
     parser.add_argument("--sizes", default=None, help="comma-separated sizes (overrides)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--cap", type=int, default=200_000, help="max ops per measurement (compiled)")
-    parser.add_argument("--pure-cap", type=int, default=100_000, help="max ops per measurement (pure)")
+    parser.add_argument(
+        "--cap", type=int, default=200_000, help="max ops per measurement (compiled)"
+    )
+    parser.add_argument(
+        "--pure-cap", type=int, default=100_000, help="max ops per measurement (pure)"
+    )
     parser.add_argument(
         "--pure-fill-repeat-max",
         type=int,
@@ -233,13 +244,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.cap = min(args.cap, 2_000)
         args.pure_cap = min(args.pure_cap, 2_000)
-    out = args.out or str(RESULTS_DIR / ("structures_quick.json" if args.quick else "structures.json"))
+    out = args.out or str(
+        RESULTS_DIR / ("structures_quick.json" if args.quick else "structures.json")
+    )
     structures = [s for s in args.structures.split(",") if s]
 
     info = machine_info()
     impl_live = implementation()
-    print(f"# {info['cpu_model']} x{info['cpu_count']}, Python {info['python']}, "
-          f"package IMPLEMENTATION={impl_live}")
+    print(
+        f"# {info['cpu_model']} x{info['cpu_count']}, Python {info['python']}, "
+        f"package IMPLEMENTATION={impl_live}"
+    )
     results: dict[str, Any] = {}
     ratios: dict[str, Any] = {}
     started = time.perf_counter()
@@ -262,14 +277,26 @@ def main(argv: list[str] | None = None) -> int:
                     fill_repeats = 1
                 t0 = time.perf_counter()
                 res = bench_one(
-                    cls, factory, keys, prios, n_ops, args.repeats, fill_repeats,
+                    cls,
+                    factory,
+                    keys,
+                    prios,
+                    n_ops,
+                    args.repeats,
+                    fill_repeats,
                     random.Random(args.seed + size),
                 )
-                per_impl[impl] = {"module": f"{cls.__module__}.{cls.__name__}", "ops": res,
-                                  "seconds": time.perf_counter() - t0}
+                per_impl[impl] = {
+                    "module": f"{cls.__module__}.{cls.__name__}",
+                    "ops": res,
+                    "seconds": time.perf_counter() - t0,
+                }
                 line = "  ".join(f"{op}={fmt_rate(res[op]['ops_per_s'])}" for op in OPS)
-                print(f"{structure:<12} n={size:<8} {impl:<8} {line}  "
-                      f"({time.perf_counter() - t0:.1f}s)", flush=True)
+                print(
+                    f"{structure:<12} n={size:<8} {impl:<8} {line}  "
+                    f"({time.perf_counter() - t0:.1f}s)",
+                    flush=True,
+                )
             results.setdefault(structure, {})[str(size)] = per_impl
             if per_impl.get("pure") and per_impl.get("compiled"):
                 r = {
@@ -278,8 +305,11 @@ def main(argv: list[str] | None = None) -> int:
                     for op in OPS
                 }
                 ratios.setdefault(structure, {})[str(size)] = r
-                print(f"{'':<12} n={size:<8} ratio    "
-                      + "  ".join(f"{op}={r[op]:.1f}x" for op in OPS), flush=True)
+                print(
+                    f"{'':<12} n={size:<8} ratio    "
+                    + "  ".join(f"{op}={r[op]:.1f}x" for op in OPS),
+                    flush=True,
+                )
     total = time.perf_counter() - started
     data = {
         "benchmark": "structures",

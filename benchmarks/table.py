@@ -302,8 +302,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     out = args.out or str(RESULTS_DIR / ("table_quick.json" if args.quick else "table.json"))
-    cfg_args = ["--size", str(size), "--ops", str(ops), "--repeats", str(args.repeats),
-                "--seed", str(args.seed)]
+    cfg_args = [
+        "--size",
+        str(size),
+        "--ops",
+        str(ops),
+        "--repeats",
+        str(args.repeats),
+        "--seed",
+        str(args.seed),
+    ]
     info = machine_info()
     started = time.perf_counter()
     compiled = _spawn(cfg_args, pure=False)

@@ -61,8 +61,13 @@ async def actor(client: reverb.aio.Client, actor_id: int, episodes: int, steps: 
                 reward = float(observation[action])
                 episode_return += reward
                 # append never blocks: the data goes out in the background.
-                writer.append({"observation": observation, "action": np.int32(action),
-                               "reward": np.float32(reward)})
+                writer.append(
+                    {
+                        "observation": observation,
+                        "action": np.int32(action),
+                        "reward": np.float32(reward),
+                    }
+                )
                 if step >= SEQUENCE_LENGTH - 1:
                     writer.create_item(
                         table="replay",
@@ -82,8 +87,11 @@ async def actor(client: reverb.aio.Client, actor_id: int, episodes: int, steps: 
             # the episode, then starts a new episode.
             await writer.end_episode()
             await client.insert(
-                {"actor": np.int32(actor_id), "episode": np.int32(episode),
-                 "return": np.float32(episode_return)},
+                {
+                    "actor": np.int32(actor_id),
+                    "episode": np.int32(episode),
+                    "return": np.float32(episode_return),
+                },
                 priorities={"episodes": 1.0},
             )
     finally:
@@ -93,17 +101,19 @@ async def actor(client: reverb.aio.Client, actor_id: int, episodes: int, steps: 
 
 async def run(address: str, actors: int, episodes: int, steps: int) -> None:
     async with reverb.aio.Client(address) as client:
-        written = await asyncio.gather(
-            *(actor(client, i, episodes, steps) for i in range(actors))
-        )
+        written = await asyncio.gather(*(actor(client, i, episodes, steps) for i in range(actors)))
         print(f"{actors} actors wrote {sum(written)} items into 'replay'")
         info = await client.server_info()
-        print(f"replay holds {info['replay'].current_size} items, "
-              f"episodes holds {info['episodes'].current_size} summaries")
+        print(
+            f"replay holds {info['replay'].current_size} items, "
+            f"episodes holds {info['episodes'].current_size} summaries"
+        )
         print("finished episodes (actor, episode, return):")
         # The queue hands each summary out once, oldest first.
         async for sample in client.sample(
-            "episodes", num_samples=actors * episodes, emit_timesteps=False,
+            "episodes",
+            num_samples=actors * episodes,
+            emit_timesteps=False,
             rate_limiter_timeout_ms=5000,
         ):
             # Without a table signature the data is the flattened trajectory: the

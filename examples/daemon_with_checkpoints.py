@@ -30,7 +30,7 @@ import reverb_py as reverb  # noqa: E402
 
 CONFIG = pathlib.Path(__file__).with_name("server.toml")
 START_TIMEOUT = 30.0
-NUM_ITEMS = 150      # the replay table's limiter lets 200 in before a learner must sample
+NUM_ITEMS = 150  # the replay table's limiter lets 200 in before a learner must sample
 NUM_EPISODES = 5
 
 
@@ -41,7 +41,9 @@ class Daemon:
         self.name = name
         self.process = subprocess.Popen(
             [sys.executable, "-m", "reverb_py.server", "--config", str(config)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -67,7 +69,7 @@ class Daemon:
             try:
                 line = self._lines.get(timeout=max(deadline - time.monotonic(), 0))
             except queue.Empty:
-                raise RuntimeError(f"{self.name} did not start within {START_TIMEOUT} s")
+                raise RuntimeError(f"{self.name} did not start within {START_TIMEOUT} s") from None
             if line is None:
                 raise RuntimeError(f"{self.name} exited with status {self.process.wait()}")
             match = re.search(r"serving on (\S+) \(implementation", line)
@@ -101,17 +103,24 @@ def write_config(directory: pathlib.Path) -> pathlib.Path:
 def write_data(client: reverb.Client) -> None:
     with client.trajectory_writer(num_keep_alive_refs=3) as writer:
         for step in range(NUM_ITEMS + 2):
-            writer.append({"step": np.int64(step),
-                           "observation": np.full(4, step, dtype=np.float32)})
+            writer.append(
+                {"step": np.int64(step), "observation": np.full(4, step, dtype=np.float32)}
+            )
             if step >= 2:
-                writer.create_item("replay", priority=1.0 + step % 7, trajectory={
-                    "step": writer.history["step"][-3:],
-                    "observation": writer.history["observation"][-3:],
-                })
+                writer.create_item(
+                    "replay",
+                    priority=1.0 + step % 7,
+                    trajectory={
+                        "step": writer.history["step"][-3:],
+                        "observation": writer.history["observation"][-3:],
+                    },
+                )
         writer.flush()
     for episode in range(NUM_EPISODES):
-        client.insert({"episode": np.int32(episode), "return": np.float32(10 * episode)},
-                      priorities={"episodes": 1.0})
+        client.insert(
+            {"episode": np.int32(episode), "return": np.float32(10 * episode)},
+            priorities={"episodes": 1.0},
+        )
 
 
 def sizes(client: reverb.Client) -> dict[str, int]:
@@ -153,17 +162,22 @@ def main() -> int:
             for sample in client.sample("replay", num_samples=3, emit_timesteps=False):
                 observation, step = sample.data  # sorted key order: observation, step
                 steps = step.tolist()
-                if steps != list(range(steps[0], steps[0] + 3)) or not (
-                        observation == step[:, None]).all():
+                if (
+                    steps != list(range(steps[0], steps[0] + 3))
+                    or not (observation == step[:, None]).all()
+                ):
                     print(f"replay item {sample.info.key} is not as written", file=sys.stderr)
                     return 1
-                print(f"  replay item {sample.info.key}: steps {steps}, "
-                      f"priority {sample.info.priority}")
+                print(
+                    f"  replay item {sample.info.key}: steps {steps}, "
+                    f"priority {sample.info.priority}"
+                )
             # The queue comes back in its order.
             episodes = [
                 int(sample.data[0][0])
-                for sample in client.sample("episodes", num_samples=NUM_EPISODES,
-                                            emit_timesteps=False)
+                for sample in client.sample(
+                    "episodes", num_samples=NUM_EPISODES, emit_timesteps=False
+                )
             ]
             print(f"  episodes from the queue, in order: {episodes}")
             if episodes != list(range(NUM_EPISODES)):

@@ -49,14 +49,22 @@ def own_server(num_items: int) -> reverb.Server:
     client = server.localhost_client()
     with client.trajectory_writer(num_keep_alive_refs=SEQUENCE_LENGTH) as writer:
         for step in range(num_items + SEQUENCE_LENGTH - 1):
-            writer.append({"observation": rng.normal(size=4).astype(np.float32),
-                           "action": np.int32(rng.integers(2)),
-                           "reward": np.float32(rng.normal())})
+            writer.append(
+                {
+                    "observation": rng.normal(size=4).astype(np.float32),
+                    "action": np.int32(rng.integers(2)),
+                    "reward": np.float32(rng.normal()),
+                }
+            )
             if step >= SEQUENCE_LENGTH - 1:
-                writer.create_item("replay", 1.0, {
-                    name: writer.history[name][-SEQUENCE_LENGTH:]
-                    for name in ("observation", "action", "reward")
-                })
+                writer.create_item(
+                    "replay",
+                    1.0,
+                    {
+                        name: writer.history[name][-SEQUENCE_LENGTH:]
+                        for name in ("observation", "action", "reward")
+                    },
+                )
         writer.flush()
     return server
 
@@ -66,10 +74,14 @@ def learn(address: str, steps: int, batch_size: int, timeout: float) -> None:
     value = 0.0  # the "model": a running estimate of the return of a sequence
     for step in range(steps):
         try:
-            batch = list(client.sample(
-                "replay", num_samples=batch_size, emit_timesteps=False,
-                rate_limiter_timeout_ms=int(timeout * 1000),
-            ))
+            batch = list(
+                client.sample(
+                    "replay",
+                    num_samples=batch_size,
+                    emit_timesteps=False,
+                    rate_limiter_timeout_ms=int(timeout * 1000),
+                )
+            )
         except reverb.DeadlineExceededError:
             print(f"no batch within {timeout} s: stopping after {step} steps")
             return
@@ -88,8 +100,10 @@ def learn(address: str, steps: int, batch_size: int, timeout: float) -> None:
         client.mutate_priorities("replay", updates=dict(zip(keys, new_priorities.tolist())))
         if step % 5 == 0 or step == steps - 1:
             mean_priority = np.mean([sample.info.priority for sample in batch])
-            print(f"step {step:3d}: {len(batch)} samples from {table_size} items, "
-                  f"mean priority sampled {mean_priority:.3f}, value {value:+.3f}")
+            print(
+                f"step {step:3d}: {len(batch)} samples from {table_size} items, "
+                f"mean priority sampled {mean_priority:.3f}, value {value:+.3f}"
+            )
     info = client.server_info()["replay"]
     print(f"done: {info.num_unique_samples} of {info.current_size} items sampled at least once")
 
@@ -99,8 +113,9 @@ def main() -> None:
     parser.add_argument("--address", help="a running server (default: start one here)")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--timeout", type=float, default=10.0,
-                        help="seconds to wait for a batch before stopping")
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds to wait for a batch before stopping"
+    )
     args = parser.parse_args()
     server = None if args.address else own_server(num_items=500)
     try:

@@ -162,9 +162,7 @@ class Client:
             )
         if deletes:
             request.delete_keys.extend(deletes)
-        await self._unary(
-            "MutatePriorities", request, reverb_service_pb2.MutatePrioritiesResponse
-        )
+        await self._unary("MutatePriorities", request, reverb_service_pb2.MutatePrioritiesResponse)
 
     async def reset(self, table: str) -> None:
         """Removes every item of ``table`` and resets its rate limiter."""
@@ -281,4 +279,3 @@ def _last_step_of_every_column(writer: Any) -> Any:
     from reverb_py._codec.nest import map_structure
 
     return map_structure(lambda column: column[-1:], writer.history)
-

@@ -254,9 +254,7 @@ class DefaultCheckpointer(CheckpointerBase):
             checkpoint is in a format this version cannot read.
         """
         with _gc.paused():
-            return _load.load_checkpoint(
-                os.path.abspath(os.fspath(path)), chunk_factory, progress
-            )
+            return _load.load_checkpoint(os.path.abspath(os.fspath(path)), chunk_factory, progress)
 
 
 # ---------------------------------------------------------------------------- temporary

@@ -102,9 +102,7 @@ class Client:
         if call is None:
             with self._mutate_lock:
                 if self._mutate is None:
-                    channel = grpc.insecure_channel(
-                        self._server_address, options=channel_options()
-                    )
+                    channel = grpc.insecure_channel(self._server_address, options=channel_options())
                     self._mutate_channel = channel
                     self._mutate = channel.unary_unary(MUTATE_PRIORITIES_PATH)
                 call = self._mutate
@@ -207,9 +205,7 @@ class Client:
         (waiting for the server) and every item is checked against them.
         """
         factory.check_num_keep_alive_refs(num_keep_alive_refs)
-        signatures = (
-            self._run(self._client._flat_signatures()) if validate_items else None
-        )
+        signatures = self._run(self._client._flat_signatures()) if validate_items else None
         return factory.new_writer(
             self._channel_on_loop,
             self._loop_thread.loop,

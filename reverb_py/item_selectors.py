@@ -243,5 +243,3 @@ def selector_from_options(options: schema_pb2.KeyDistributionOptions | bytes) ->
     if which == "prioritized":
         return Prioritized(options.prioritized.priority_exponent)
     raise InvalidArgumentError(f"Unknown KeyDistributionOptions: {options!r}")
-
-

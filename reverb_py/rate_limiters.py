@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import sys
+
 from reverb_py import _impl
 
 __all__ = ["RateLimiter", "MinSize", "SampleToInsertRatio", "Queue", "Stack"]
@@ -57,9 +58,7 @@ class RateLimiter:
         max_diff: float,
     ) -> None:
         if not samples_per_insert > 0:
-            raise ValueError(
-                f"samples_per_insert ({samples_per_insert}) must be a positive number"
-            )
+            raise ValueError(f"samples_per_insert ({samples_per_insert}) must be a positive number")
         if min_size_to_sample < 1:
             raise ValueError(
                 f"min_size_to_sample ({min_size_to_sample}) must be a positive integer"
@@ -175,9 +174,7 @@ class SampleToInsertRatio(RateLimiter):
         else:
             min_diff, max_diff = error_buffer
         if not samples_per_insert > 0:
-            raise ValueError(
-                f"samples_per_insert ({samples_per_insert}) must be a positive number"
-            )
+            raise ValueError(f"samples_per_insert ({samples_per_insert}) must be a positive number")
         if max_diff - min_diff < 2 * max(1.0, samples_per_insert):
             raise ValueError(
                 "The size of error_buffer must be >= 2 * max(1.0, samples_per_insert) "

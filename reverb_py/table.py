@@ -550,9 +550,7 @@ class Table:
                 raise errors.InvalidArgumentError(f"Item key must be an integer, got {key!r}.")
             item.key = key = int(key)
         if not 0 <= key <= KEY_MAX:
-            raise errors.InvalidArgumentError(
-                f"Key must be an integer in [0, 2**64), got {key!r}."
-            )
+            raise errors.InvalidArgumentError(f"Key must be an integer in [0, 2**64), got {key!r}.")
         item.priority = float(item.priority)
 
     def _insert_now(self, item: Item) -> None:
@@ -646,7 +644,9 @@ class Table:
         records = await self._wait(waiter, timeout)
         return records
 
-    def _take_samples(self, records: list[SampledItem], num_samples: int, rate_limited: bool) -> None:
+    def _take_samples(
+        self, records: list[SampledItem], num_samples: int, rate_limited: bool
+    ) -> None:
         limiter = self._limiter
         items = self._items
         sampler = self._sampler
@@ -903,8 +903,12 @@ class Table:
                 rl.samples_per_insert, rl.min_size_to_sample, rl.min_diff, rl.max_diff
             )
         except ValueError:  # restore() refuses it with its own message
-            stored_limiter = (rl.samples_per_insert, rl.min_size_to_sample, rl.min_diff,
-                              rl.max_diff)
+            stored_limiter = (
+                rl.samples_per_insert,
+                rl.min_size_to_sample,
+                rl.min_diff,
+                rl.max_diff,
+            )
         pairs: list[tuple[str, object, object]] = [
             ("max_size", self._max_size, int(checkpoint.max_size)),
             ("max_times_sampled", self._max_times_sampled, int(checkpoint.max_times_sampled)),

@@ -248,9 +248,7 @@ def _bound_array(value: object, dtype: np.dtype[Any], what: str, shape: Shape) -
             size != 1 and dim is not None and size != dim
             for size, dim in zip(reversed(array.shape), reversed(shape))
         ):
-            raise ValueError(
-                f"{what} of shape {array.shape} is not broadcastable to shape {shape}"
-            )
+            raise ValueError(f"{what} of shape {array.shape} is not broadcastable to shape {shape}")
     array.flags.writeable = False
     return array
 
@@ -323,9 +321,7 @@ class BoundedTensorSpec(TensorSpec):
         except TypeError:  # Unorderable objects: nothing to check.
             inverted = False
         if inverted:
-            raise ValueError(
-                f"minimum {self._minimum!r} is greater than maximum {self._maximum!r}"
-            )
+            raise ValueError(f"minimum {self._minimum!r} is greater than maximum {self._maximum!r}")
 
     @property
     def minimum(self) -> npt.NDArray[Any]:

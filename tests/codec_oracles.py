@@ -58,9 +58,7 @@ def build_chunk(
       InvalidArgumentError: as :func:`reverb_py._codec.chunk.checked_columns`, or an
         unsupported dtype.
     """
-    arrays = _chunk.checked_columns(
-        start, end, columns, delta_encoded=delta_encoded, sparse=sparse
-    )
+    arrays = _chunk.checked_columns(start, end, columns, delta_encoded=delta_encoded, sparse=sparse)
     chunk = schema_pb2.ChunkData(
         chunk_key=chunk_key,
         sequence_range=schema_pb2.SequenceRange(

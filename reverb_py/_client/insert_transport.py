@@ -334,4 +334,3 @@ class InsertTransport:
             if self._writer.confirm(response.keys):
                 self.notify()
             self._release_waiters()
-

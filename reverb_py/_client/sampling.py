@@ -119,8 +119,7 @@ def to_replay_samples(
     for column in columns:
         if column.ndim == 0:
             raise TypeError(
-                "Can't split a squeezed scalar column into timesteps; "
-                "use emit_timesteps=False."
+                "Can't split a squeezed scalar column into timesteps; use emit_timesteps=False."
             )
         lengths.add(len(column))
     if len(lengths) > 1:

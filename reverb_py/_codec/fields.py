@@ -94,4 +94,3 @@ def chunk_key_and_episode(data: bytes | memoryview) -> tuple[int, int]:
         if seen == 3:
             break
     return key, episode_id
-

@@ -106,9 +106,7 @@ def _array_to_tensor_proto(
     if dtype == _dtypes.STRING_DTYPE:
         proto.string_val.extend(_string_bytes(item) for item in array.ravel())
     else:
-        proto.tensor_content = np.ascontiguousarray(
-            array, dtype=dtype.newbyteorder("<")
-        ).tobytes()
+        proto.tensor_content = np.ascontiguousarray(array, dtype=dtype.newbyteorder("<")).tobytes()
 
 
 def _encode_into(value: object, proto: struct_pb2.StructuredValue) -> None:
@@ -186,7 +184,7 @@ def _shape_from_proto(proto: tensor_shape_pb2.TensorShapeProto) -> Shape:
     return tuple(None if dim.size < 0 else dim.size for dim in proto.dim)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _namedtuple_class(name: str, fields: tuple[str, ...]) -> Callable[..., tuple[Any, ...]]:
     factory: Callable[..., Callable[..., tuple[Any, ...]]] = collections.namedtuple
     return factory(name, fields)
@@ -241,9 +239,7 @@ def decode_signature(proto: struct_pb2.StructuredValue) -> Any:
 # --------------------------------------------------------------------------- flattening
 
 
-def _flatten_into(
-    value: object, path: tuple[str, ...], out: list[tuple[str, TensorSpec]]
-) -> None:
+def _flatten_into(value: object, path: tuple[str, ...], out: list[tuple[str, TensorSpec]]) -> None:
     if value is None:
         return
     if isinstance(value, TensorSpec):

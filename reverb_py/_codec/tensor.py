@@ -216,9 +216,7 @@ def _decode_varints_loop(content: bytes, count: int) -> tuple[list[int], int]:
                 break
             shift += 7
         if value >= 1 << 32:
-            raise InvalidArgumentError(
-                "String tensor content has a varint length beyond 32 bits."
-            )
+            raise InvalidArgumentError("String tensor content has a varint length beyond 32 bits.")
         append(value)
     return values, position
 
@@ -331,9 +329,17 @@ def encode_tensor_bytes(array: Array) -> tuple[bytes, int]:
     encode_varint = wire.encode_varint
     length_delimited = wire.length_delimited
     dims = b"".join(
-        [b"\x12" + (b"\x02\x08" + encode_varint(size) if 0 < size < 128 else
-                     length_delimited(b"", b"\x08" + encode_varint(size)) if size else b"\x00")
-         for size in array.shape]
+        [
+            b"\x12"
+            + (
+                b"\x02\x08" + encode_varint(size)
+                if 0 < size < 128
+                else length_delimited(b"", b"\x08" + encode_varint(size))
+                if size
+                else b"\x00"
+            )
+            for size in array.shape
+        ]
     )
     parts = []
     if enum:
@@ -444,9 +450,7 @@ def decode_tensor(proto: tensor_pb2.TensorProto) -> Array:
 def _broadcast_list(values: list[Any], count: int, default: Any) -> list[Any]:
     """TF's rule: no values → defaults, fewer → the last value repeats."""
     if len(values) > count:
-        raise InvalidArgumentError(
-            f"TensorProto has {len(values)} values for {count} elements."
-        )
+        raise InvalidArgumentError(f"TensorProto has {len(values)} values for {count} elements.")
     if not values:
         return [default] * count
     if len(values) < count:

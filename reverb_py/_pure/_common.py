@@ -91,8 +91,7 @@ def check_same_length(keys: Sequence[int], priorities: Sequence[float]) -> None:
     """
     if len(keys) != len(priorities):
         raise InvalidArgumentError(
-            "keys and priorities must have the same length, "
-            f"got {len(keys)} and {len(priorities)}."
+            f"keys and priorities must have the same length, got {len(keys)} and {len(priorities)}."
         )
 
 

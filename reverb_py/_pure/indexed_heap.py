@@ -31,6 +31,7 @@ from reverb_py.errors import InvalidArgumentError, NotFoundError, UsageError
 
 __all__ = ["IndexedHeap"]
 
+
 class IndexedHeap:
     """Binary heap of keys with priorities, addressable by key.
 

@@ -34,8 +34,7 @@ __all__ = [
 ]
 
 _MALFORMED = (
-    "Malformed MutatePrioritiesRequest: corrupt wire format or a table name that is "
-    "not UTF-8."
+    "Malformed MutatePrioritiesRequest: corrupt wire format or a table name that is not UTF-8."
 )
 
 _FromString = reverb_service_pb2.MutatePrioritiesRequest.FromString
@@ -102,9 +101,7 @@ def encode_mutate_request(
         rows[:, 2] = 0x08
         rows[:, 3:13] = key_bytes
         rows[:, 13] = 0x11
-        rows[:, 14:22] = (
-            priorities.astype("<f8").reshape(count, 1).view(np.uint8).reshape(count, 8)
-        )
+        rows[:, 14:22] = priorities.astype("<f8").reshape(count, 1).view(np.uint8).reshape(count, 8)
         mask = np.ones((count, 22), dtype=bool)
         mask[:, 3:13] = np.arange(10) < widths[:, None]
         parts.append(rows[mask].tobytes())
@@ -175,8 +172,7 @@ def select_updates(
     """
     if len(keys) != len(priorities):
         raise InvalidArgumentError(
-            "keys and priorities must have the same length, "
-            f"got {len(keys)} and {len(priorities)}."
+            f"keys and priorities must have the same length, got {len(keys)} and {len(priorities)}."
         )
     found = list(map(items.get, keys))
     if not excluded and None not in found:

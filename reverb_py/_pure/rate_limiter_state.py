@@ -173,9 +173,7 @@ class RateLimiterState:
         inserts = self._inserts + n
         if inserts - self._deletes <= self._min_size_to_sample:
             return True
-        return (
-            float(inserts) * self._samples_per_insert - float(self._samples) <= self._max_diff
-        )
+        return float(inserts) * self._samples_per_insert - float(self._samples) <= self._max_diff
 
     def can_sample(self, n: int) -> bool:
         """Whether ``n`` samples may proceed now.
@@ -248,9 +246,7 @@ class RateLimiterState:
         if inserts - self._deletes < self._min_size_to_sample:
             return False
         samples = self._samples
-        if not (
-            float(inserts) * self._samples_per_insert - float(samples) - 1.0 >= self._min_diff
-        ):
+        if not (float(inserts) * self._samples_per_insert - float(samples) - 1.0 >= self._min_diff):
             return False
         if samples == _INT64_MAX:
             raise OverflowError("samples counter would overflow a signed 64-bit integer.")

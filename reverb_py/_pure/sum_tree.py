@@ -295,10 +295,7 @@ class SumTree:
 
     def __repr__(self) -> str:
         total = self._sums[0] if self._size else 0.0
-        return (
-            f"SumTree(priority_exponent={self._exponent!r}, size={self._size}, "
-            f"total={total!r})"
-        )
+        return f"SumTree(priority_exponent={self._exponent!r}, size={self._size}, total={total!r})"
 
     # ---------------------------------------------------------------- pickling
 

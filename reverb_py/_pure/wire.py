@@ -73,9 +73,7 @@ def length_delimited(tag: bytes, payload: bytes) -> bytes:
     ``payload`` may be any bytes-like object.
     """
     size = len(payload)
-    return b"".join(
-        [tag, _SMALL_VARINTS[size] if size < 16384 else encode_varint(size), payload]
-    )
+    return b"".join([tag, _SMALL_VARINTS[size] if size < 16384 else encode_varint(size), payload])
 
 
 def encode_item(key: int, table: bytes, priority: float, flat_trajectory: bytes) -> bytes:

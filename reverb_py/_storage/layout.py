@@ -306,7 +306,9 @@ def _rename_checkpoint(root: str, name: str, new_name: str) -> None:
     if os.path.lexists(os.path.join(root, new_name)):
         _logger.warning(
             "Could not rename old checkpoint %s to %s (it exists); Reverb would load "
-            "it rather than the newest one.", name, new_name
+            "it rather than the newest one.",
+            name,
+            new_name,
         )
         return
     try:
@@ -316,7 +318,8 @@ def _rename_checkpoint(root: str, name: str, new_name: str) -> None:
         return
     _logger.info(
         "Renamed old checkpoint %s to %s, so that it sorts before the newest one.",
-        name, new_name,
+        name,
+        new_name,
     )
 
 

@@ -112,8 +112,7 @@ def load_latest(
                 failures.append(str(error))
         else:
             _logger.warning(
-                "Ignoring fallback checkpoint %s: it has no %s file (not a complete "
-                "checkpoint).",
+                "Ignoring fallback checkpoint %s: it has no %s file (not a complete checkpoint).",
                 fallback,
                 layout.DONE_FILE,
             )
@@ -162,9 +161,7 @@ def load_checkpoint(
         progress.bytes / 1e6,
         progress.elapsed,
     )
-    return [
-        TableSnapshot(checkpoint, items.of_table[name]) for name, checkpoint in tables.items()
-    ]
+    return [TableSnapshot(checkpoint, items.of_table[name]) for name, checkpoint in tables.items()]
 
 
 def _check_complete(directory: str) -> None:
@@ -174,8 +171,7 @@ def _check_complete(directory: str) -> None:
     if not os.path.isfile(os.path.join(directory, layout.DONE_FILE)):
         raise FileNotFoundError(
             errno.ENOENT,
-            f"Not a complete checkpoint: it has no {layout.DONE_FILE} file (an unfinished "
-            "save?)",
+            f"Not a complete checkpoint: it has no {layout.DONE_FILE} file (an unfinished save?)",
             directory,
         )
 
@@ -403,7 +399,6 @@ def _timestep_trajectory(
             start = 0
         if remaining > 0:
             raise CorruptRecordError(
-                f"old-format item range (offset {offset}, length {length}) runs past its "
-                "chunks."
+                f"old-format item range (offset {offset}, length {length}) runs past its chunks."
             )
     return trajectory

@@ -58,11 +58,10 @@ def _write_items_and_chunks(
     seen: set[int] = set()
     encode_items = _impl.checkpoint_records.encode_items
     length_delimited = _impl.wire.length_delimited
-    with tfrecord.RecordWriter(
-        os.path.join(directory, layout.ITEMS_FILE)
-    ) as items_writer, tfrecord.RecordWriter(
-        os.path.join(directory, layout.CHUNKS_FILE)
-    ) as chunks_writer:
+    with (
+        tfrecord.RecordWriter(os.path.join(directory, layout.ITEMS_FILE)) as items_writer,
+        tfrecord.RecordWriter(os.path.join(directory, layout.CHUNKS_FILE)) as chunks_writer,
+    ):
         for snapshot in snapshots:
             table_field = length_delimited(b"\x12", snapshot.checkpoint.table_name.encode())
             items = snapshot.items

@@ -615,9 +615,7 @@ class RecordReader:
         length = _LENGTH.unpack_from(pending)[0]
         present = len(pending) - _HEADER_SIZE
         if present < length:
-            raise self._corrupt(
-                f"truncated record: {present} of {length} payload bytes present."
-            )
+            raise self._corrupt(f"truncated record: {present} of {length} payload bytes present.")
         raise self._corrupt("truncated record: its payload checksum is missing.")
 
     def fileno(self) -> int:

@@ -24,9 +24,7 @@ W = TypeVar("W")
 def check_num_keep_alive_refs(num_keep_alive_refs: int) -> None:
     """Raises ``ValueError`` unless ``num_keep_alive_refs`` is at least 1 (as Reverb)."""
     if num_keep_alive_refs < 1:
-        raise ValueError(
-            f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer"
-        )
+        raise ValueError(f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer")
 
 
 def new_writer(

@@ -163,7 +163,7 @@ class AutoTunedChunkerOptions:
         )
 
 
-ChunkerOptions = Union[ConstantChunkerOptions, AutoTunedChunkerOptions]
+ChunkerOptions = Union[ConstantChunkerOptions, AutoTunedChunkerOptions]  # noqa: UP007 - also compiled by Cython
 
 
 def _validate_options(options: object) -> None:
@@ -235,9 +235,7 @@ class _AutoTuner:
             return
         chunk_bytes = sum(size for _, size in self._chunks)
         chunk_steps = sum(steps for steps, _ in self._chunks)
-        cost = chunk_bytes / chunk_steps + self._weight * (
-            sum(self._items) / len(self._items)
-        )
+        cost = chunk_bytes / chunk_steps + self._weight * (sum(self._items) / len(self._items))
         if self._last_cost is None:
             new_length = self.length + 2
         else:
@@ -840,9 +838,7 @@ class InternalTrajectoryWriter:
                 if len(live) > column.keep_alive:
                     self._expire_locked(column, live.popleft())
                 tuner = column.tuner
-                if len(buffer) >= (
-                    tuner.length if tuner is not None else column.max_chunk_length
-                ):
+                if len(buffer) >= (tuner.length if tuner is not None else column.max_chunk_length):
                     self._finalise_locked(column)
                     finalised = True
             if partial:
@@ -945,12 +941,9 @@ class InternalTrajectoryWriter:
             )
         if len(refs_per_column) != len(squeeze_per_column):
             raise InvalidArgumentError(
-                f"Got {len(refs_per_column)} columns but {len(squeeze_per_column)} squeeze "
-                "flags."
+                f"Got {len(refs_per_column)} columns but {len(squeeze_per_column)} squeeze flags."
             )
-        columns = [
-            column if type(column) is tuple else list(column) for column in refs_per_column
-        ]
+        columns = [column if type(column) is tuple else list(column) for column in refs_per_column]
         squeeze = [flag is True or bool(flag) for flag in squeeze_per_column]
         with self._lock:
             if self._closed or self._error is not None:
@@ -1006,9 +999,7 @@ class InternalTrajectoryWriter:
                 )
             for ref in column:
                 if not isinstance(ref, CellRef):
-                    raise TypeError(
-                        f"Error in column {index}: expected CellRef, got {ref!r}."
-                    )
+                    raise TypeError(f"Error in column {index}: expected CellRef, got {ref!r}.")
                 if ref._writer is not self:
                     raise InvalidArgumentError(
                         f"Error in column {index}: Column contains a CellRef created by "
@@ -1056,9 +1047,7 @@ class InternalTrajectoryWriter:
                 f"{prefix} The trajectory has {len(columns)} columns but the table signature "
                 f"has {len(signature)} columns."
             )
-        for index, (column, squeezed, (name, spec)) in enumerate(
-            zip(columns, squeeze, signature)
-        ):
+        for index, (column, squeezed, (name, spec)) in enumerate(zip(columns, squeeze, signature)):
             dtype = column[0]._dtype
             shape = column[0]._shape if squeezed else (len(column), *column[0]._shape)
             label = f"column {index} ('{name}')" if name else f"column {index}"
@@ -1096,10 +1085,7 @@ class InternalTrajectoryWriter:
                 for ref in column_refs:
                     chunk = ref._chunk
                     assert chunk is not None
-                    if (
-                        chunk is last_chunk
-                        and slices[-1][1] + slices[-1][2] == ref._offset
-                    ):
+                    if chunk is last_chunk and slices[-1][1] + slices[-1][2] == ref._offset:
                         slices[-1][2] += 1
                     else:
                         slices.append([chunk.key_field, ref._offset, 1])
@@ -1180,10 +1166,7 @@ class InternalTrajectoryWriter:
         with self._lock:
             self._check_usable_locked()
             finalised = False
-            if (
-                self._unready
-                and len(self._queue) + len(self._in_flight) > block_until_num_items
-            ):
+            if self._unready and len(self._queue) + len(self._in_flight) > block_until_num_items:
                 for item in self._unready:
                     assert item.refs is not None
                     for column_refs in item.refs:

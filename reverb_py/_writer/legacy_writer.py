@@ -62,9 +62,7 @@ def check_arguments(
         ``[1, max_sequence_length]`` or ``max_in_flight_items < 1``.
     """
     if max_sequence_length < 1:
-        raise ValueError(
-            f"max_sequence_length ({max_sequence_length}) must be a positive integer"
-        )
+        raise ValueError(f"max_sequence_length ({max_sequence_length}) must be a positive integer")
     if chunk_length is None:
         chunk_length = min(10, max_sequence_length)
     if not 1 <= chunk_length <= max_sequence_length:
@@ -75,9 +73,7 @@ def check_arguments(
     if max_in_flight_items is None:
         max_in_flight_items = UNLIMITED_IN_FLIGHT_ITEMS
     if max_in_flight_items < 1:
-        raise ValueError(
-            f"max_in_flight_items ({max_in_flight_items}) must be a positive integer"
-        )
+        raise ValueError(f"max_in_flight_items ({max_in_flight_items}) must be a positive integer")
     return chunk_length, max_in_flight_items
 
 
@@ -285,9 +281,7 @@ class Writer:
     def _append_flat(self, flat: list[Any]) -> None:
         if self._num_fields is None:
             self._num_fields = len(flat)
-            self._fields = [
-                collections.deque(maxlen=self._max_sequence_length) for _ in flat
-            ]
+            self._fields = [collections.deque(maxlen=self._max_sequence_length) for _ in flat]
         elif len(flat) != self._num_fields:
             raise InvalidArgumentError(
                 "Number of tensors per timestep was inconsistent. Previously it was "

@@ -286,8 +286,7 @@ class TrajectoryColumn:
         """
         if any(reference.expired for reference in self._data_references):
             raise errors.FailedPreconditionError(
-                "Cannot convert TrajectoryColumn with expired data references to numpy "
-                "array."
+                "Cannot convert TrajectoryColumn with expired data references to numpy array."
             )
         if self.is_squeezed:
             value: npt.NDArray[Any] = self._data_references[0].numpy()
@@ -322,9 +321,7 @@ def _end_episode_timeout_error(timeout_ms: int) -> errors.DeadlineExceededError:
 
 def _check_block_until(block_until_num_items: int) -> None:
     if block_until_num_items < 0:
-        raise ValueError(
-            f"block_until_num_items must be >= 0, got {block_until_num_items}"
-        )
+        raise ValueError(f"block_until_num_items must be >= 0, got {block_until_num_items}")
 
 
 class _TrajectoryWriterBase:
@@ -401,9 +398,7 @@ class _TrajectoryWriterBase:
           RuntimeError: the column has data not yet in a chunk (call ``flush`` first).
         """
         if num_keep_alive_refs < 1:
-            raise ValueError(
-                f"num_keep_alive_refs must be >= 1, got {num_keep_alive_refs}"
-            )
+            raise ValueError(f"num_keep_alive_refs must be >= 1, got {num_keep_alive_refs}")
         if max_chunk_length is not None and not 1 <= max_chunk_length <= num_keep_alive_refs:
             raise ValueError(
                 "max_chunk_length (when set) must be >= 1 and <= num_keep_alive_refs "
@@ -441,17 +436,13 @@ class _TrajectoryWriterBase:
           TypeError: a leaf cannot be converted to a tensor.
         """
         flat_column_data = (
-            self._flat_dict_of_leaves(data)
-            if type(data) is dict and self._has_structure
-            else None
+            self._flat_dict_of_leaves(data) if type(data) is dict and self._has_structure else None
         )
         if flat_column_data is None:
             flat_column_data = self._flat_column_data(data)
 
         if self._last_step_is_open:
-            for index, (column, value) in enumerate(
-                zip(self._column_history, flat_column_data)
-            ):
+            for index, (column, value) in enumerate(zip(self._column_history, flat_column_data)):
                 if value is None or column.can_set_last:
                     continue
                 raise ValueError(
@@ -489,9 +480,7 @@ class _TrajectoryWriterBase:
             return self._reorder_like_flat_structure(data_with_path_flat)
         except KeyError:
             self._update_structure(
-                _nest.merge_structures(
-                    self._structure, _nest.map_structure(lambda _: None, data)
-                )
+                _nest.merge_structures(self._structure, _nest.map_structure(lambda _: None, data))
             )
             return self._reorder_like_flat_structure(data_with_path_flat)
 
@@ -622,15 +611,10 @@ class _TrajectoryWriterBase:
         self._structure_paths = paths
         self._has_structure = True
         self._dict_history = None
-        if type(new_structure) is dict and all(
-            value is None for value in new_structure.values()
-        ):
+        if type(new_structure) is dict and all(value is None for value in new_structure.values()):
             histories = _nest.unflatten_as(
                 new_structure,
-                [
-                    self._column_history[self._path_to_column_index[path]]
-                    for path in paths
-                ],
+                [self._column_history[self._path_to_column_index[path]] for path in paths],
             )
             self._dict_history = list(histories.items())
 
@@ -778,9 +762,7 @@ class AsyncTrajectoryWriter(_TrajectoryWriterBase):
             assert timeout_ms is not None
             raise _flush_timeout_error(timeout_ms)
 
-    async def end_episode(
-        self, clear_buffers: bool = True, timeout_ms: int | None = None
-    ) -> None:
+    async def end_episode(self, clear_buffers: bool = True, timeout_ms: int | None = None) -> None:
         """See :meth:`TrajectoryWriter.end_episode`; awaits instead of blocking."""
         self._writer.PrepareEndEpisode()
         timeout = None if timeout_ms is None else max(timeout_ms, 0) / 1000

@@ -76,8 +76,13 @@ DEFAULT_PORT = 8000
 MISMATCH_POLICIES = ("warn", "refuse")
 
 
-def _field(mapping: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...],
-           default: Any = ...) -> Any:
+def _field(
+    mapping: Mapping[str, Any],
+    key: str,
+    where: str,
+    kind: type | tuple[type, ...],
+    default: Any = ...,
+) -> Any:
     if key not in mapping:
         if default is ...:
             raise ConfigError(f"{where}.{key}: missing")
@@ -92,8 +97,14 @@ def _field(mapping: Mapping[str, Any], key: str, where: str, kind: type | tuple[
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {int: "an integer", float: "a number", str: "a string", dict: "a table",
-             list: "a list", bool: "true or false"}
+    names = {
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        dict: "a table",
+        list: "a list",
+        bool: "true or false",
+    }
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
@@ -105,18 +116,22 @@ def _check_keys(mapping: Mapping[str, Any], allowed: Sequence[str], where: str) 
 
 def _selector(config: Any, where: str) -> selectors.ItemSelector:
     if not isinstance(config, dict):
-        raise ConfigError(f"{where}: expected a table like {{kind = \"uniform\"}}")
+        raise ConfigError(f'{where}: expected a table like {{kind = "uniform"}}')
     kind = _field(config, "kind", where, str)
     if kind == "prioritized":
         _check_keys(config, ["kind", "priority_exponent"], where)
         exponent = _field(config, "priority_exponent", where, (int, float))
         return selectors.Prioritized(float(exponent))
-    simple = {"uniform": selectors.Uniform, "fifo": selectors.Fifo, "lifo": selectors.Lifo,
-              "min_heap": selectors.MinHeap, "max_heap": selectors.MaxHeap}
+    simple = {
+        "uniform": selectors.Uniform,
+        "fifo": selectors.Fifo,
+        "lifo": selectors.Lifo,
+        "min_heap": selectors.MinHeap,
+        "max_heap": selectors.MaxHeap,
+    }
     if kind not in simple:
         raise ConfigError(
-            f"{where}.kind: unknown selector {kind!r} (one of: prioritized, "
-            f"{', '.join(simple)})"
+            f"{where}.kind: unknown selector {kind!r} (one of: prioritized, {', '.join(simple)})"
         )
     _check_keys(config, ["kind"], where)
     return simple[kind]()
@@ -124,7 +139,7 @@ def _selector(config: Any, where: str) -> selectors.ItemSelector:
 
 def _rate_limiter(config: Any, where: str) -> rate_limiters.RateLimiter:
     if not isinstance(config, dict):
-        raise ConfigError(f"{where}: expected a table like {{kind = \"min_size\"}}")
+        raise ConfigError(f'{where}: expected a table like {{kind = "min_size"}}')
     kind = _field(config, "kind", where, str)
     number = (int, float)
     try:
@@ -132,13 +147,15 @@ def _rate_limiter(config: Any, where: str) -> rate_limiters.RateLimiter:
             _check_keys(config, ["kind", "min_size_to_sample"], where)
             return rate_limiters.MinSize(_field(config, "min_size_to_sample", where, int))
         if kind == "sample_to_insert_ratio":
-            _check_keys(config, ["kind", "samples_per_insert", "min_size_to_sample",
-                                 "error_buffer"], where)
+            _check_keys(
+                config, ["kind", "samples_per_insert", "min_size_to_sample", "error_buffer"], where
+            )
             buffer = _field(config, "error_buffer", where, (int, float, list))
             if isinstance(buffer, list):
                 if len(buffer) != 2 or not all(isinstance(b, number) for b in buffer):
-                    raise ConfigError(f"{where}.error_buffer: expected a number or "
-                                      "[min_diff, max_diff]")
+                    raise ConfigError(
+                        f"{where}.error_buffer: expected a number or [min_diff, max_diff]"
+                    )
                 buffer = (float(buffer[0]), float(buffer[1]))
             return rate_limiters.SampleToInsertRatio(
                 float(_field(config, "samples_per_insert", where, number)),
@@ -150,8 +167,11 @@ def _rate_limiter(config: Any, where: str) -> rate_limiters.RateLimiter:
             size = _field(config, "size", where, int)
             return rate_limiters.Queue(size) if kind == "queue" else rate_limiters.Stack(size)
         if kind == "custom":
-            _check_keys(config, ["kind", "samples_per_insert", "min_size_to_sample",
-                                 "min_diff", "max_diff"], where)
+            _check_keys(
+                config,
+                ["kind", "samples_per_insert", "min_size_to_sample", "min_diff", "max_diff"],
+                where,
+            )
             return rate_limiters.RateLimiter(
                 float(_field(config, "samples_per_insert", where, number)),
                 _field(config, "min_size_to_sample", where, int),
@@ -194,8 +214,11 @@ def tables_from_config(config: Mapping[str, Any]) -> list[Table]:
         where = f"tables[{index}]"
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: expected a table")
-        _check_keys(entry, ["name", "sampler", "remover", "max_size", "max_times_sampled",
-                            "rate_limiter"], where)
+        _check_keys(
+            entry,
+            ["name", "sampler", "remover", "max_size", "max_times_sampled", "rate_limiter"],
+            where,
+        )
         name = _field(entry, "name", where, str)
         if not name:
             raise ConfigError(f"{where}.name: must not be empty")
@@ -233,9 +256,20 @@ def load_config(path: str) -> dict[str, Any]:
         raise ConfigError(f"cannot read config {path}: {error.strerror}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config {path} is not valid TOML: {error}") from None
-    _check_keys(config, ["host", "port", "tables", "checkpoint_dir",
-                         "checkpoint_interval_seconds", "checkpoint_on_shutdown",
-                         "keep_checkpoints", "on_checkpoint_mismatch"], "config")
+    _check_keys(
+        config,
+        [
+            "host",
+            "port",
+            "tables",
+            "checkpoint_dir",
+            "checkpoint_interval_seconds",
+            "checkpoint_on_shutdown",
+            "keep_checkpoints",
+            "on_checkpoint_mismatch",
+        ],
+        "config",
+    )
     return config
 
 
@@ -265,7 +299,7 @@ class CheckpointSettings:
         self.on_mismatch: str = _field(config, "on_checkpoint_mismatch", "config", str, "warn")
         if self.on_mismatch not in MISMATCH_POLICIES:
             raise ConfigError(
-                f"config.on_checkpoint_mismatch: must be \"warn\" or \"refuse\", got "
+                f'config.on_checkpoint_mismatch: must be "warn" or "refuse", got '
                 f"{self.on_mismatch!r}"
             )
         if self.directory is None and (self.interval is not None or self.on_shutdown):
@@ -333,9 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", help="TOML config file (see the module docs)")
     parser.add_argument("--host", help=f"interface to bind (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT})")
-    parser.add_argument(
-        "--version", action="version", version=f"reverb_py {reverb_py.__version__}"
-    )
+    parser.add_argument("--version", action="version", version=f"reverb_py {reverb_py.__version__}")
     args = parser.parse_args(argv)
     if args.port is not None and not 0 <= args.port <= 65535:
         parser.error(f"--port: must be in 0..65535, got {args.port}")
@@ -354,7 +386,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if checkpoints.directory is not None:
             check_checkpoint_dir(checkpoints.directory)
         server = Server(
-            tables, port=port, host=host, checkpointer=checkpoints.checkpointer(),
+            tables,
+            port=port,
+            host=host,
+            checkpointer=checkpoints.checkpointer(),
             on_checkpoint_mismatch=checkpoints.on_mismatch,
         )
     except (ValueError, OSError) as error:

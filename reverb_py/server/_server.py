@@ -105,8 +105,7 @@ class Server:
         port = _check_port(port)
         if on_checkpoint_mismatch not in _MISMATCH_POLICIES:
             raise ValueError(
-                f"on_checkpoint_mismatch must be 'warn' or 'refuse', "
-                f"got {on_checkpoint_mismatch!r}"
+                f"on_checkpoint_mismatch must be 'warn' or 'refuse', got {on_checkpoint_mismatch!r}"
             )
         names = [table.name for table in tables]
         duplicates = sorted({name for name in names if names.count(name) > 1})
@@ -148,19 +147,14 @@ class Server:
         differences = [
             f"table '{snapshot.checkpoint.table_name}' {difference}"
             for snapshot in snapshots
-            for difference in by_name[snapshot.checkpoint.table_name].config_differences(
-                snapshot
-            )
+            for difference in by_name[snapshot.checkpoint.table_name].config_differences(snapshot)
         ]
         if differences and on_mismatch == "refuse":
             raise ValueError(
-                f"Checkpoint {path} differs from the configured tables: "
-                + "; ".join(differences)
+                f"Checkpoint {path} differs from the configured tables: " + "; ".join(differences)
             )
         for difference in differences:
-            _logger.warning(
-                "checkpoint %s overrides the configuration: %s", path, difference
-            )
+            _logger.warning("checkpoint %s overrides the configuration: %s", path, difference)
         for snapshot in snapshots:
             by_name[snapshot.checkpoint.table_name].restore(snapshot)
         _logger.info("loaded checkpoint %s (%d tables)", path, len(snapshots))
@@ -272,4 +266,3 @@ class Server:
             f"Server(address={self.address!r}, tables=[{tables}], "
             f"implementation={_impl.IMPLEMENTATION!r}, {state})"
         )
-

@@ -254,9 +254,7 @@ class _InsertStream:
 
     def _handle(self, request: InsertRequest) -> None:
         if not request.chunks and not request.items:
-            raise errors.InvalidArgumentError(
-                "An insert stream request must hold chunks or items."
-            )
+            raise errors.InvalidArgumentError("An insert stream request must hold chunks or items.")
         for data in request.chunks:
             chunk = parse_chunk(data)
             self._chunks.setdefault(chunk.key, chunk)

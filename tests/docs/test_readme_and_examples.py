@@ -54,9 +54,12 @@ def python_blocks(text: str) -> list[tuple[int, str]]:
         end = start
         while end < len(lines):
             closing = _FENCE.match(lines[end])
-            if (closing and closing.group("fence")[0] == fence[0]
-                    and len(closing.group("fence")) >= len(fence)
-                    and not closing.group("info")):
+            if (
+                closing
+                and closing.group("fence")[0] == fence[0]
+                and len(closing.group("fence")) >= len(fence)
+                and not closing.group("info")
+            ):
                 break
             end += 1
         else:
@@ -94,8 +97,13 @@ def subprocess_env() -> dict[str, str]:
 def run_script(args: Sequence[str], cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
     """Runs ``python *args``; kills its process group when it outlives ``TIMEOUT``."""
     process = subprocess.Popen(
-        [sys.executable, *args], cwd=cwd, env=subprocess_env(), text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        [sys.executable, *args],
+        cwd=cwd,
+        env=subprocess_env(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     try:
         stdout, stderr = process.communicate(timeout=TIMEOUT)
@@ -135,7 +143,9 @@ BLOCK_OUTPUT = {
     ],
     # The table engine: the ratio limiter's numbers the comments state.
     "from reverb_py.table import Item": [
-        r"^396$", r"^the next sample waits for an insert$", r"^4 1001$",
+        r"^396$",
+        r"^the next sample waits for an insert$",
+        r"^4 1001$",
     ],
     # The asyncio client: 32 samples of observations written by 4 actors.
     "reverb.aio.Client(": [r"\A(\d+ \[.*\]\n){32}\Z"],
@@ -157,8 +167,12 @@ SCRIPT_OUTPUT = {
 
 
 def expected_block_output(code: str) -> list[str]:
-    return [pattern for marker, patterns in BLOCK_OUTPUT.items() if marker in code
-            for pattern in patterns]
+    return [
+        pattern
+        for marker, patterns in BLOCK_OUTPUT.items()
+        if marker in code
+        for pattern in patterns
+    ]
 
 
 BLOCKS = readme_blocks()
@@ -212,7 +226,9 @@ def test_python_blocks_extraction() -> None:
         "```pycon\n>>> 1\n```\n"
     )
     assert python_blocks(text) == [
-        (7, "print(1)\n"), (10, "x = '''\n```\n'''\n"), (15, "print(2)\n"),
+        (7, "print(1)\n"),
+        (10, "x = '''\n```\n'''\n"),
+        (15, "print(2)\n"),
     ]
     with pytest.raises(ValueError, match="line 1"):
         python_blocks("```python\nprint(1)\n")

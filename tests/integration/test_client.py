@@ -28,8 +28,10 @@ def tables():
             remover=reverb.selectors.Fifo(),
             max_size=1000,
             rate_limiter=reverb.rate_limiters.MinSize(1),
-            signature={"obs": reverb.TensorSpec((None, 3), np.float32),
-                       "act": reverb.TensorSpec((None,), np.int64)},
+            signature={
+                "obs": reverb.TensorSpec((None, 3), np.float32),
+                "act": reverb.TensorSpec((None,), np.int64),
+            },
         ),
         reverb.Table.queue("queue", 5),
     ]
@@ -95,8 +97,9 @@ def test_sample_emits_timesteps(client) -> None:
     with client.trajectory_writer(num_keep_alive_refs=4) as writer:
         for step in range(4):
             writer.append({"x": np.float32(step), "y": np.arange(2) + step})
-        writer.create_item("my_table", 1.0, {
-            "x": writer.history["x"][:], "y": writer.history["y"][:]})
+        writer.create_item(
+            "my_table", 1.0, {"x": writer.history["x"][:], "y": writer.history["y"][:]}
+        )
     [steps] = list(client.sample("my_table", 1))
     assert len(steps) == 4
     assert [float(step.data[0]) for step in steps] == [0.0, 1.0, 2.0, 3.0]
@@ -112,16 +115,17 @@ def test_signature_validation_and_unpacking(client, server) -> None:
     writer = client.trajectory_writer(2)
     writer.append({"obs": np.zeros(3, np.float32), "act": np.int64(1)})
     with pytest.raises(ValueError):
-        writer.create_item("prio", 1.0, {"obs": writer.history["act"][:],
-                                        "act": writer.history["obs"][:]})
+        writer.create_item(
+            "prio", 1.0, {"obs": writer.history["act"][:], "act": writer.history["obs"][:]}
+        )
     with pytest.raises(ValueError, match="could not be found"):
         writer.create_item("nope", 1.0, {"obs": writer.history["obs"][:]})
-    writer.create_item("prio", 1.0, {"obs": writer.history["obs"][:],
-                                    "act": writer.history["act"][:]})
+    writer.create_item(
+        "prio", 1.0, {"obs": writer.history["obs"][:], "act": writer.history["act"][:]}
+    )
     writer.flush()
     writer.close()
-    [sample] = list(client.sample("prio", 1, emit_timesteps=False,
-                                  unpack_as_table_signature=True))
+    [sample] = list(client.sample("prio", 1, emit_timesteps=False, unpack_as_table_signature=True))
     assert set(sample.data) == {"obs", "act"}
     assert sample.data["obs"].shape == (1, 3)
 
@@ -264,8 +268,9 @@ def test_checkpoint_round_trip_through_the_server(tmp_path) -> None:
         assert path.startswith(str(tmp_path)) and (tmp_path / path.split("/")[-1] / "DONE").exists()
     finally:
         server.stop()
-    restored = reverb.Server(tables(), checkpointer=reverb.checkpointers.DefaultCheckpointer(
-        str(tmp_path)))
+    restored = reverb.Server(
+        tables(), checkpointer=reverb.checkpointers.DefaultCheckpointer(str(tmp_path))
+    )
     try:
         client = restored.localhost_client()
         info = client.server_info()
@@ -293,6 +298,7 @@ def test_inserts_and_samples_proceed_while_a_checkpoint_is_written(tmp_path) -> 
             def hold(*_progress):
                 started.set()
                 assert release.wait(60)
+
             return super().save(snapshots, progress=hold)
 
     server = reverb.Server(tables(), checkpointer=PausingCheckpointer(str(tmp_path)))
@@ -313,8 +319,9 @@ def test_inserts_and_samples_proceed_while_a_checkpoint_is_written(tmp_path) -> 
         release.set()
         server.stop()
     # The checkpoint holds the state at the moment it was taken: one item.
-    restored = reverb.Server(tables(), checkpointer=reverb.checkpointers.DefaultCheckpointer(
-        str(tmp_path)))
+    restored = reverb.Server(
+        tables(), checkpointer=reverb.checkpointers.DefaultCheckpointer(str(tmp_path))
+    )
     try:
         assert restored.tables[0].info.current_size == 1
     finally:

@@ -22,7 +22,10 @@ ROOT = pathlib.Path(__file__).parents[2]
 def start(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "reverb_py.server", *args],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 
@@ -42,12 +45,12 @@ def read_address(process: subprocess.Popen[str], lines: list[str] | None = None)
 def test_daemon_serves_the_configured_tables_and_stops_on_signals(tmp_path, sig) -> None:
     config = tmp_path / "server.toml"
     config.write_text(
-        'port = 0\n'
+        "port = 0\n"
         '[[tables]]\nname = "replay"\nmax_size = 10\n'
         'sampler = {kind = "prioritized", priority_exponent = 0.8}\n'
         'remover = {kind = "fifo"}\n'
         'rate_limiter = {kind = "sample_to_insert_ratio", samples_per_insert = 2.0, '
-        'min_size_to_sample = 1, error_buffer = 10.0}\n'
+        "min_size_to_sample = 1, error_buffer = 10.0}\n"
     )
     process = start("--config", str(config))
     try:
@@ -83,28 +86,40 @@ def test_default_tables() -> None:
 @pytest.mark.parametrize(
     "text, field",
     [
-        ('[[tables]]\nname = "a"\nmax_size = 0\nsampler = {kind = "uniform"}\n'
-         'remover = {kind = "fifo"}\nrate_limiter = {kind = "min_size", min_size_to_sample = 1}',
-         "tables[0].max_size"),
-        ('[[tables]]\nname = "a"\nmax_size = 5\nsampler = {kind = "random"}\n'
-         'remover = {kind = "fifo"}\nrate_limiter = {kind = "min_size", min_size_to_sample = 1}',
-         "tables[0].sampler.kind"),
-        ('[[tables]]\nname = "a"\nmax_size = 5\nsampler = {kind = "uniform"}\n'
-         'remover = {kind = "fifo"}\nrate_limiter = {kind = "min_size", min_size_to_sample = 0}',
-         "tables[0].rate_limiter"),
-        ('[[tables]]\nname = "a"\nmax_size = 5\nsampler = {kind = "uniform"}\n'
-         'remover = {kind = "fifo"}\nrate_limiter = {kind = "sample_to_insert_ratio", '
-         'samples_per_insert = 1.0, min_size_to_sample = 1, error_buffer = 0.1}',
-         "tables[0].rate_limiter"),
-        ('[[tables]]\nname = "a"\nmax_size = "big"\nsampler = {kind = "uniform"}\n'
-         'remover = {kind = "fifo"}\nrate_limiter = {kind = "min_size", min_size_to_sample = 1}',
-         "tables[0].max_size"),
-        ('[[tables]]\nname = "a"\nmax_size = 5\nsampler = {kind = "uniform"}\n'
-         'rate_limiter = {kind = "min_size", min_size_to_sample = 1}',
-         "tables[0].remover"),
+        (
+            '[[tables]]\nname = "a"\nmax_size = 0\nsampler = {kind = "uniform"}\n'
+            'remover = {kind = "fifo"}\nrate_limiter = {kind = "min_size", min_size_to_sample = 1}',
+            "tables[0].max_size",
+        ),
+        (
+            '[[tables]]\nname = "a"\nmax_size = 5\nsampler = {kind = "random"}\n'
+            'remover = {kind = "fifo"}\nrate_limiter = {kind = "min_size", min_size_to_sample = 1}',
+            "tables[0].sampler.kind",
+        ),
+        (
+            '[[tables]]\nname = "a"\nmax_size = 5\nsampler = {kind = "uniform"}\n'
+            'remover = {kind = "fifo"}\nrate_limiter = {kind = "min_size", min_size_to_sample = 0}',
+            "tables[0].rate_limiter",
+        ),
+        (
+            '[[tables]]\nname = "a"\nmax_size = 5\nsampler = {kind = "uniform"}\n'
+            'remover = {kind = "fifo"}\nrate_limiter = {kind = "sample_to_insert_ratio", '
+            "samples_per_insert = 1.0, min_size_to_sample = 1, error_buffer = 0.1}",
+            "tables[0].rate_limiter",
+        ),
+        (
+            '[[tables]]\nname = "a"\nmax_size = "big"\nsampler = {kind = "uniform"}\n'
+            'remover = {kind = "fifo"}\nrate_limiter = {kind = "min_size", min_size_to_sample = 1}',
+            "tables[0].max_size",
+        ),
+        (
+            '[[tables]]\nname = "a"\nmax_size = 5\nsampler = {kind = "uniform"}\n'
+            'rate_limiter = {kind = "min_size", min_size_to_sample = 1}',
+            "tables[0].remover",
+        ),
         ('port = "x"', "config.port"),
         ('colour = "blue"', "config.colour"),
-        ('[[tables', "not valid TOML"),
+        ("[[tables", "not valid TOML"),
     ],
 )
 def test_bad_config_is_refused_naming_the_field(tmp_path, text, field) -> None:
@@ -121,7 +136,7 @@ def test_daemon_checkpoints_on_shutdown_and_restores_at_start(tmp_path) -> None:
     checkpoints = tmp_path / "ckpt"
     config.write_text(
         f'port = 0\ncheckpoint_dir = "{checkpoints}"\ncheckpoint_on_shutdown = true\n'
-        'keep_checkpoints = 2\n'
+        "keep_checkpoints = 2\n"
         '[[tables]]\nname = "replay"\nmax_size = 10\nsampler = {kind = "uniform"}\n'
         'remover = {kind = "fifo"}\nrate_limiter = {kind = "min_size", min_size_to_sample = 1}\n'
     )
@@ -155,9 +170,9 @@ def test_daemon_checkpoints_on_shutdown_and_restores_at_start(tmp_path) -> None:
     "text, field",
     [
         ('checkpoint_interval_seconds = 0\ncheckpoint_dir = "x"', "checkpoint_interval_seconds"),
-        ('checkpoint_on_shutdown = true', "config.checkpoint_dir"),
+        ("checkpoint_on_shutdown = true", "config.checkpoint_dir"),
         ('keep_checkpoints = 0\ncheckpoint_dir = "x"', "config.keep_checkpoints"),
-        ('checkpoint_dir = 5', "config.checkpoint_dir"),
+        ("checkpoint_dir = 5", "config.checkpoint_dir"),
     ],
 )
 def test_bad_checkpoint_options_name_the_field(tmp_path, text, field) -> None:

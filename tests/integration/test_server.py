@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import struct
 import subprocess
 import sys
-import struct
 import textwrap
 
 import grpc
 import pytest
 
-from reverb_py import _impl, errors, rate_limiters, selectors
+from reverb_py import _impl, rate_limiters, selectors
 from reverb_py._codec.fields import message_fields, read_varint
 from reverb_py._proto import reverb_service_pb2 as pb
 from reverb_py._proto import schema_pb2
@@ -144,16 +144,19 @@ def test_repr_and_validation() -> None:
 
 async def test_server_info_lists_every_table(channel, server) -> None:
     response = await unary(channel, "ServerInfo", pb.ServerInfoRequest, pb.ServerInfoResponse)(
-        pb.ServerInfoRequest())
+        pb.ServerInfoRequest()
+    )
     names = {info.name for info in response.table_info}
     assert names == {"uniform", "prio", "queue"}
     assert response.tables_state_id.high or response.tables_state_id.low
 
 
 async def test_insert_confirms_every_item_and_sample_returns_the_chunk_bytes(channel, server):
-    request = pb.InsertStreamRequest(chunks=[chunk(7, payload=b"abc")],
-                                     items=[item(1, "uniform", [7]), item(2, "prio", [7])],
-                                     keep_chunk_keys=[7])
+    request = pb.InsertStreamRequest(
+        chunks=[chunk(7, payload=b"abc")],
+        items=[item(1, "uniform", [7]), item(2, "prio", [7])],
+        keep_chunk_keys=[7],
+    )
     request2 = pb.InsertStreamRequest(items=[item(3, "uniform", [7])])
     assert sorted(await insert(channel, [request, request2])) == [1, 2, 3]
     assert server.tables[0].info.current_size == 2
@@ -188,13 +191,22 @@ async def test_large_chunks_are_split_across_responses(channel, server) -> None:
 
 
 async def test_mutate_and_reset(channel, server) -> None:
-    await insert(channel, [pb.InsertStreamRequest(
-        chunks=[chunk(1)], items=[item(k, "prio", [1]) for k in (1, 2, 3)])])
-    mutate = unary(channel, "MutatePriorities", pb.MutatePrioritiesRequest,
-                   pb.MutatePrioritiesResponse)
-    await mutate(pb.MutatePrioritiesRequest(
-        table="prio", updates=[schema_pb2.KeyWithPriority(key=1, priority=5.0)],
-        delete_keys=[2]))
+    await insert(
+        channel,
+        [
+            pb.InsertStreamRequest(
+                chunks=[chunk(1)], items=[item(k, "prio", [1]) for k in (1, 2, 3)]
+            )
+        ],
+    )
+    mutate = unary(
+        channel, "MutatePriorities", pb.MutatePrioritiesRequest, pb.MutatePrioritiesResponse
+    )
+    await mutate(
+        pb.MutatePrioritiesRequest(
+            table="prio", updates=[schema_pb2.KeyWithPriority(key=1, priority=5.0)], delete_keys=[2]
+        )
+    )
     prio = server.tables[1]
     assert len(prio) == 2 and prio.get(1).priority == 5.0
     reset = unary(channel, "Reset", pb.ResetRequest, pb.ResetResponse)
@@ -205,14 +217,21 @@ async def test_mutate_and_reset(channel, server) -> None:
 async def test_live_chunks_return_to_zero(channel, server) -> None:
     gc.collect()
     before = live_chunk_count()
-    await insert(channel, [pb.InsertStreamRequest(
-        chunks=[chunk(k) for k in range(10)],
-        items=[item(100 + k, "uniform", [k, k + 1]) for k in range(9)])])
+    await insert(
+        channel,
+        [
+            pb.InsertStreamRequest(
+                chunks=[chunk(k) for k in range(10)],
+                items=[item(100 + k, "uniform", [k, k + 1]) for k in range(9)],
+            )
+        ],
+    )
     gc.collect()
     assert live_chunk_count() - before == 10
     await take_samples(channel, "uniform", 5)
     await unary(channel, "Reset", pb.ResetRequest, pb.ResetResponse)(
-        pb.ResetRequest(table="uniform"))
+        pb.ResetRequest(table="uniform")
+    )
     gc.collect()
     assert live_chunk_count() == before
 
@@ -230,70 +249,107 @@ async def expect_status(awaitable, code, text=""):
 async def test_unknown_table(channel) -> None:
     await expect_status(
         unary(channel, "Reset", pb.ResetRequest, pb.ResetResponse)(pb.ResetRequest(table="x")),
-        grpc.StatusCode.NOT_FOUND, "Priority table x was not found")
+        grpc.StatusCode.NOT_FOUND,
+        "Priority table x was not found",
+    )
     await expect_status(take_samples(channel, "x", 1), grpc.StatusCode.NOT_FOUND, "x")
     await expect_status(
         insert(channel, [pb.InsertStreamRequest(chunks=[chunk(1)], items=[item(1, "x", [1])])]),
-        grpc.StatusCode.NOT_FOUND, "Priority table x was not found")
+        grpc.StatusCode.NOT_FOUND,
+        "Priority table x was not found",
+    )
 
 
 async def test_item_referencing_a_chunk_the_stream_does_not_hold(channel, server) -> None:
     await expect_status(
         insert(channel, [pb.InsertStreamRequest(items=[item(1, "uniform", [99])])]),
-        grpc.StatusCode.INTERNAL, "Could not find sequence chunk 99.")
+        grpc.StatusCode.INTERNAL,
+        "Could not find sequence chunk 99.",
+    )
     assert len(server.tables[0]) == 0
 
 
 async def test_bad_priority_refuses_that_item_and_the_table_keeps_serving(channel, server):
     await expect_status(
-        insert(channel, [pb.InsertStreamRequest(chunks=[chunk(1)],
-                                                items=[item(1, "prio", [1], priority=-1.0)])]),
-        grpc.StatusCode.INVALID_ARGUMENT, "negative")
+        insert(
+            channel,
+            [
+                pb.InsertStreamRequest(
+                    chunks=[chunk(1)], items=[item(1, "prio", [1], priority=-1.0)]
+                )
+            ],
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "negative",
+    )
     await expect_status(
-        insert(channel, [pb.InsertStreamRequest(
-            chunks=[chunk(1)], items=[item(2, "prio", [1], priority=float("nan"))])]),
-        grpc.StatusCode.INVALID_ARGUMENT, "NaN")
-    assert await insert(channel, [pb.InsertStreamRequest(
-        chunks=[chunk(1)], items=[item(3, "prio", [1], priority=2.0)])]) == [3]
+        insert(
+            channel,
+            [
+                pb.InsertStreamRequest(
+                    chunks=[chunk(1)], items=[item(2, "prio", [1], priority=float("nan"))]
+                )
+            ],
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "NaN",
+    )
+    assert await insert(
+        channel,
+        [pb.InsertStreamRequest(chunks=[chunk(1)], items=[item(3, "prio", [1], priority=2.0)])],
+    ) == [3]
     assert [s[0].item.key for s in await take_samples(channel, "prio", 2)] == [3, 3]
 
 
 async def test_num_samples_must_be_positive(channel) -> None:
-    await expect_status(take_samples(channel, "uniform", 0), grpc.StatusCode.INVALID_ARGUMENT,
-                        "num_samples")
+    await expect_status(
+        take_samples(channel, "uniform", 0), grpc.StatusCode.INVALID_ARGUMENT, "num_samples"
+    )
 
 
 async def test_empty_insert_request(channel) -> None:
-    await expect_status(insert(channel, [pb.InsertStreamRequest()]),
-                        grpc.StatusCode.INVALID_ARGUMENT, "chunks or items")
+    await expect_status(
+        insert(channel, [pb.InsertStreamRequest()]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "chunks or items",
+    )
 
 
 async def test_malformed_and_truncated_messages(channel, server) -> None:
     raw = channel.stream_stream(PATH + "InsertStream")
-    for garbage in (b"\x0a\xff\xff\xff\xff\x0f", b"\x12\x05ab", b"\xff\xff\xff",
-                    pb.InsertStreamRequest(chunks=[chunk(1)]).SerializeToString()[:-3]):
+    for garbage in (
+        b"\x0a\xff\xff\xff\xff\x0f",
+        b"\x12\x05ab",
+        b"\xff\xff\xff",
+        pb.InsertStreamRequest(chunks=[chunk(1)]).SerializeToString()[:-3],
+    ):
         call = raw()
         await call.write(garbage)
         await call.done_writing()
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             async for _ in call:
                 pass
-        assert caught.value.code() in (grpc.StatusCode.INVALID_ARGUMENT,
-                                       grpc.StatusCode.INTERNAL)
+        assert caught.value.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INTERNAL)
     for garbage in (b"\xff\xff", b"\x0a\x10abc"):
         with pytest.raises(grpc.aio.AioRpcError):
             await channel.unary_unary(PATH + "Reset")(garbage)
     # Still serving.
-    assert await insert(channel, [pb.InsertStreamRequest(
-        chunks=[chunk(1)], items=[item(1, "uniform", [1])])]) == [1]
+    assert await insert(
+        channel, [pb.InsertStreamRequest(chunks=[chunk(1)], items=[item(1, "uniform", [1])])]
+    ) == [1]
 
 
 async def test_items_of_several_tables_in_one_request(channel, server) -> None:
     request = pb.InsertStreamRequest(
         chunks=[chunk(1), chunk(2, episode=5)],
-        items=[item(10, "uniform", [1]), item(11, "prio", [2], priority=3.0),
-               item(12, "uniform", [1, 2]), item(13, "prio", [1], priority=0.5)],
-        keep_chunk_keys=[2])
+        items=[
+            item(10, "uniform", [1]),
+            item(11, "prio", [2], priority=3.0),
+            item(12, "uniform", [1, 2]),
+            item(13, "prio", [1], priority=0.5),
+        ],
+        keep_chunk_keys=[2],
+    )
     assert sorted(await insert(channel, [request])) == [10, 11, 12, 13]
     uniform, prio = server.tables[0], server.tables[1]
     assert len(uniform) == 2 and len(prio) == 2
@@ -312,12 +368,17 @@ async def test_first_column_without_slices_is_an_empty_trajectory(channel, serve
         pb.InsertStreamRequest(chunks=[chunk(1)], items=[bad]),
         pb.InsertStreamRequest(chunks=[chunk(1)], items=[item(4, "uniform", [1]), bad]),
     ):
-        await expect_status(insert(channel, [request]), grpc.StatusCode.INVALID_ARGUMENT,
-                            "Item 5 has an empty trajectory")
+        await expect_status(
+            insert(channel, [request]),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "Item 5 has an empty trajectory",
+        )
     no_columns = schema_pb2.PrioritizedItem(key=6, table="uniform", priority=1.0)
     await expect_status(
         insert(channel, [pb.InsertStreamRequest(chunks=[chunk(1)], items=[no_columns])]),
-        grpc.StatusCode.INVALID_ARGUMENT, "Item 6 has an empty trajectory")
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "Item 6 has an empty trajectory",
+    )
 
 
 async def test_items_in_an_unusual_encoding_are_accepted(channel, server) -> None:
@@ -355,15 +416,21 @@ async def test_items_in_an_unusual_encoding_are_accepted(channel, server) -> Non
 
 
 async def test_sample_timeout_is_deadline_exceeded(channel) -> None:
-    await expect_status(take_samples(channel, "queue", 1, timeout_ms=20),
-                        grpc.StatusCode.DEADLINE_EXCEEDED, "Timeout exceeded")
+    await expect_status(
+        take_samples(channel, "queue", 1, timeout_ms=20),
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        "Timeout exceeded",
+    )
 
 
 async def test_queue_back_pressure_blocks_and_releases(channel, server) -> None:
     # Queue of 2: the third insert waits until a sample makes room.
     call = insert_stream(channel)
-    await call.write(pb.InsertStreamRequest(
-        chunks=[chunk(1)], items=[item(k, "queue", [1]) for k in (1, 2, 3)], keep_chunk_keys=[1]))
+    await call.write(
+        pb.InsertStreamRequest(
+            chunks=[chunk(1)], items=[item(k, "queue", [1]) for k in (1, 2, 3)], keep_chunk_keys=[1]
+        )
+    )
     first = await call.read()
     assert sorted(first.keys) == [1, 2]
     queue = server.tables[2]
@@ -421,8 +488,12 @@ def test_client_killed_mid_stream_releases_its_chunks(tmp_path) -> None:
         """)
         gc.collect()
         before = live_chunk_count()
-        child = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60,
-                               cwd=str(__import__("pathlib").Path(__file__).parents[2]))
+        child = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            timeout=60,
+            cwd=str(__import__("pathlib").Path(__file__).parents[2]),
+        )
         assert child.returncode == 9, child.stderr
         # The server notices the broken stream and drops the stream's chunks.
         deadline_turns = 400
@@ -448,25 +519,42 @@ def test_sample_info_encoding_matches_protobuf() -> None:
         (2.5, 3, 0.25, 17, True, 1_700_000_000_123_456_789),
         (-1e300, 2**31 - 1, 1.0, 2**40, False, 999),
     ]:
-        record = SampledItem(Item(2**64 - 1, priority, trajectory.SerializeToString(),
-                                  inserted_at=inserted),
-                             probability, size, priority, times, limited)
+        record = SampledItem(
+            Item(2**64 - 1, priority, trajectory.SerializeToString(), inserted_at=inserted),
+            probability,
+            size,
+            priority,
+            times,
+            limited,
+        )
         parsed = schema_pb2.SampleInfo.FromString(
-            sample_info(length_delimited(b"\x12", "tåble".encode()), record))
+            sample_info(length_delimited(b"\x12", "tåble".encode()), record)
+        )
         assert parsed.item.key == 2**64 - 1 and parsed.item.table == "tåble"
         assert parsed.item.priority == priority and parsed.item.times_sampled == times
         assert parsed.item.inserted_at.ToNanoseconds() == inserted
         assert parsed.item.flat_trajectory == trajectory
         assert (parsed.probability, parsed.table_size, parsed.rate_limited) == (
-            probability, size, limited)
+            probability,
+            size,
+            limited,
+        )
 
 
 @pytest.mark.parametrize("keep", [[1, 99], [1, 1]], ids=["never-sent", "duplicate"])
 async def test_keep_chunk_keys_must_name_held_chunks_once(channel, keep) -> None:
     await expect_status(
-        insert(channel, [pb.InsertStreamRequest(chunks=[chunk(1)], items=[item(1, "uniform", [1])],
-                                                keep_chunk_keys=keep)]),
-        grpc.StatusCode.FAILED_PRECONDITION, "Kept fewer chunks")
+        insert(
+            channel,
+            [
+                pb.InsertStreamRequest(
+                    chunks=[chunk(1)], items=[item(1, "uniform", [1])], keep_chunk_keys=keep
+                )
+            ],
+        ),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "Kept fewer chunks",
+    )
 
 
 def raw_mutate(channel):
@@ -488,20 +576,39 @@ def raw_mutate(channel):
     ],
 )
 async def test_malformed_mutate_request_is_invalid_argument(channel, server, data) -> None:
-    await insert(channel, [pb.InsertStreamRequest(
-        chunks=[chunk(1)], items=[item(k, "prio", [1]) for k in (1, 2)])])
-    await expect_status(raw_mutate(channel)(data), grpc.StatusCode.INVALID_ARGUMENT,
-                        "Malformed MutatePrioritiesRequest")
+    await insert(
+        channel,
+        [pb.InsertStreamRequest(chunks=[chunk(1)], items=[item(k, "prio", [1]) for k in (1, 2)])],
+    )
+    await expect_status(
+        raw_mutate(channel)(data),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "Malformed MutatePrioritiesRequest",
+    )
     prio = server.tables[1]
     assert len(prio) == 2 and prio.get(1).priority == 1.0
 
 
 async def test_mutate_request_in_any_encoding(channel, server) -> None:
-    await insert(channel, [pb.InsertStreamRequest(
-        chunks=[chunk(1)], items=[item(k, "prio", [1]) for k in (1, 2, 3, 4)])])
+    await insert(
+        channel,
+        [
+            pb.InsertStreamRequest(
+                chunks=[chunk(1)], items=[item(k, "prio", [1]) for k in (1, 2, 3, 4)]
+            )
+        ],
+    )
     # Unpacked delete_keys, fields out of order, an unknown field, the table given twice.
-    data = (b"\x18\x02" + b"\x0a\x01x" + b"\x12\x0b\x11" + struct.pack("<d", 6.0) + b"\x08\x01"
-            + b"\x28\x07" + b"\x1a\x01\x03" + b"\x0a\x04prio")
+    data = (
+        b"\x18\x02"
+        + b"\x0a\x01x"
+        + b"\x12\x0b\x11"
+        + struct.pack("<d", 6.0)
+        + b"\x08\x01"
+        + b"\x28\x07"
+        + b"\x1a\x01\x03"
+        + b"\x0a\x04prio"
+    )
     assert await raw_mutate(channel)(data) == pb.MutatePrioritiesResponse()
     prio = server.tables[1]
     assert sorted(item.key for item in prio.items()) == [1, 4]
@@ -509,19 +616,36 @@ async def test_mutate_request_in_any_encoding(channel, server) -> None:
 
 
 async def test_mutate_refused_priority_applies_nothing(channel, server) -> None:
-    await insert(channel, [pb.InsertStreamRequest(
-        chunks=[chunk(1)], items=[item(k, "prio", [1]) for k in (1, 2, 3)])])
-    mutate = unary(channel, "MutatePriorities", pb.MutatePrioritiesRequest,
-                   pb.MutatePrioritiesResponse)
+    await insert(
+        channel,
+        [
+            pb.InsertStreamRequest(
+                chunks=[chunk(1)], items=[item(k, "prio", [1]) for k in (1, 2, 3)]
+            )
+        ],
+    )
+    mutate = unary(
+        channel, "MutatePriorities", pb.MutatePrioritiesRequest, pb.MutatePrioritiesResponse
+    )
     await expect_status(
-        mutate(pb.MutatePrioritiesRequest(
-            table="prio", delete_keys=[3],
-            updates=[schema_pb2.KeyWithPriority(key=1, priority=2.0),
-                     schema_pb2.KeyWithPriority(key=99, priority=float("nan")),
-                     schema_pb2.KeyWithPriority(key=2, priority=-1.0)])),
-        grpc.StatusCode.INVALID_ARGUMENT, "key=2")
+        mutate(
+            pb.MutatePrioritiesRequest(
+                table="prio",
+                delete_keys=[3],
+                updates=[
+                    schema_pb2.KeyWithPriority(key=1, priority=2.0),
+                    schema_pb2.KeyWithPriority(key=99, priority=float("nan")),
+                    schema_pb2.KeyWithPriority(key=2, priority=-1.0),
+                ],
+            )
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "key=2",
+    )
     prio = server.tables[1]
     assert len(prio) == 3 and prio.get(1).priority == 1.0
     await expect_status(
         mutate(pb.MutatePrioritiesRequest(table="nope", delete_keys=[1])),
-        grpc.StatusCode.NOT_FOUND, "Priority table nope was not found")
+        grpc.StatusCode.NOT_FOUND,
+        "Priority table nope was not found",
+    )

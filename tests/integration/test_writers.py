@@ -132,8 +132,9 @@ def test_initialize_connection_answers_address_zero() -> None:
                 request_serializer=pb.InitializeConnectionRequest.SerializeToString,
                 response_deserializer=pb.InitializeConnectionResponse.FromString,
             )
-            responses = list(call(iter([pb.InitializeConnectionRequest(pid=1, table_name="t")]),
-                                  timeout=30))
+            responses = list(
+                call(iter([pb.InitializeConnectionRequest(pid=1, table_name="t")]), timeout=30)
+            )
             assert [r.address for r in responses] == [0]
 
 

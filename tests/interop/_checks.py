@@ -8,8 +8,14 @@ from . import _scenarios as S
 
 
 def check_info(
-    where: str, sample: dict, *, table_size: int, priority: float, times_sampled: int,
-    probability: float = 1.0, key: int | None = None,
+    where: str,
+    sample: dict,
+    *,
+    table_size: int,
+    priority: float,
+    times_sampled: int,
+    probability: float = 1.0,
+    key: int | None = None,
 ) -> None:
     info = sample["info"]
     expected = {
@@ -25,8 +31,13 @@ def check_info(
     if key is not None:
         assert info["key"] == key, f"{where}: SampleInfo.key {info['key']}, expected {key}"
     types = sample["info_types"]
-    expected_types = {"key": "int", "probability": "float", "table_size": "int",
-                      "priority": "float", "times_sampled": "int"}
+    expected_types = {
+        "key": "int",
+        "probability": "float",
+        "table_size": "int",
+        "priority": "float",
+        "times_sampled": "int",
+    }
     assert types == expected_types, f"{where}: SampleInfo field types {types}"
 
 
@@ -43,10 +54,11 @@ def check_nest(where: str, got: Any, expected: Any, list_type: type = list) -> N
     assert isinstance(got, dict), f"{where}: data is {type(got).__name__}, expected dict"
     assert sorted(got) == sorted(expected), f"{where}: keys {sorted(got)}"
     assert isinstance(got["pair"], tuple) and not hasattr(got["pair"], "_fields"), (
-        f"{where}: 'pair' is {type(got['pair']).__name__}, expected tuple")
+        f"{where}: 'pair' is {type(got['pair']).__name__}, expected tuple"
+    )
     assert type(got["text"]) is list_type, f"{where}: 'text' is {type(got['text']).__name__}"
     step = got["step"]
     assert type(step).__name__ == "Step" and step._fields == ("reward", "discount"), (
-        f"{where}: 'step' is {type(step).__name__} {getattr(step, '_fields', None)}")
-    S.assert_flat_equal(where, S.flatten(got), S.flatten(expected),
-                        S.flat_paths(S.SIG_LAYOUT))
+        f"{where}: 'step' is {type(step).__name__} {getattr(step, '_fields', None)}"
+    )
+    S.assert_flat_equal(where, S.flatten(got), S.flatten(expected), S.flat_paths(S.SIG_LAYOUT))

@@ -178,8 +178,7 @@ class DmWorker:
         for op, future in pending.values():
             future.set_exception(
                 AssertionError(
-                    f"dm-reverb worker exited during {op}(); log tail:\n"
-                    f"{tail(self.child.log_path)}"
+                    f"dm-reverb worker exited during {op}(); log tail:\n{tail(self.child.log_path)}"
                 )
             )
 

@@ -49,26 +49,75 @@ STEP_SIGNATURE = {
 }
 
 SHARED_TABLES: list[dict] = [
-    {"name": "uniform", "sampler": ["uniform"], "remover": ["fifo"], "max_size": 1000,
-     "rate_limiter": MIN_SIZE_1},
-    {"name": "prio", "sampler": ["prioritized", 0.8], "remover": ["fifo"], "max_size": 1000,
-     "rate_limiter": MIN_SIZE_1},
-    {"name": "fifo", "sampler": ["fifo"], "remover": ["fifo"], "max_size": 1000,
-     "rate_limiter": MIN_SIZE_1},
-    {"name": "fifo3", "sampler": ["fifo"], "remover": ["fifo"], "max_size": 1000,
-     "max_times_sampled": 3, "rate_limiter": MIN_SIZE_1},
-    {"name": "heap", "sampler": ["max_heap"], "remover": ["min_heap"], "max_size": 3,
-     "rate_limiter": MIN_SIZE_1},
-    {"name": "lifo", "sampler": ["lifo"], "remover": ["lifo"], "max_size": 10,
-     "max_times_sampled": 1, "rate_limiter": ["generic", 1.5, 2, -10.0, 12.5]},
-    {"name": "ratio", "sampler": ["fifo"], "remover": ["fifo"], "max_size": 100,
-     "rate_limiter": ["ratio", 2.0, 2, 10.0]},
+    {
+        "name": "uniform",
+        "sampler": ["uniform"],
+        "remover": ["fifo"],
+        "max_size": 1000,
+        "rate_limiter": MIN_SIZE_1,
+    },
+    {
+        "name": "prio",
+        "sampler": ["prioritized", 0.8],
+        "remover": ["fifo"],
+        "max_size": 1000,
+        "rate_limiter": MIN_SIZE_1,
+    },
+    {
+        "name": "fifo",
+        "sampler": ["fifo"],
+        "remover": ["fifo"],
+        "max_size": 1000,
+        "rate_limiter": MIN_SIZE_1,
+    },
+    {
+        "name": "fifo3",
+        "sampler": ["fifo"],
+        "remover": ["fifo"],
+        "max_size": 1000,
+        "max_times_sampled": 3,
+        "rate_limiter": MIN_SIZE_1,
+    },
+    {
+        "name": "heap",
+        "sampler": ["max_heap"],
+        "remover": ["min_heap"],
+        "max_size": 3,
+        "rate_limiter": MIN_SIZE_1,
+    },
+    {
+        "name": "lifo",
+        "sampler": ["lifo"],
+        "remover": ["lifo"],
+        "max_size": 10,
+        "max_times_sampled": 1,
+        "rate_limiter": ["generic", 1.5, 2, -10.0, 12.5],
+    },
+    {
+        "name": "ratio",
+        "sampler": ["fifo"],
+        "remover": ["fifo"],
+        "max_size": 100,
+        "rate_limiter": ["ratio", 2.0, 2, 10.0],
+    },
     {"name": "queue", "queue": 2},
     {"name": "stack", "stack": 3},
-    {"name": "sig", "sampler": ["uniform"], "remover": ["fifo"], "max_size": 1000,
-     "rate_limiter": MIN_SIZE_1, "signature": SIGNATURE},
-    {"name": "steps_sig", "sampler": ["uniform"], "remover": ["fifo"], "max_size": 1000,
-     "rate_limiter": MIN_SIZE_1, "signature": STEP_SIGNATURE},
+    {
+        "name": "sig",
+        "sampler": ["uniform"],
+        "remover": ["fifo"],
+        "max_size": 1000,
+        "rate_limiter": MIN_SIZE_1,
+        "signature": SIGNATURE,
+    },
+    {
+        "name": "steps_sig",
+        "sampler": ["uniform"],
+        "remover": ["fifo"],
+        "max_size": 1000,
+        "rate_limiter": MIN_SIZE_1,
+        "signature": STEP_SIGNATURE,
+    },
 ]
 
 TABLE_NAMES = [table["name"] for table in SHARED_TABLES]
@@ -94,8 +143,20 @@ def build_rp_tables(descs: list[dict]) -> list[Any]:
 # ------------------------------------------------------------------ data
 
 NUMERIC_DTYPES = [
-    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64", "complex64", "complex128",
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
 ]
 ALL_DTYPES = [*NUMERIC_DTYPES, "string"]
 
@@ -128,8 +189,14 @@ def _numeric_step(dtype: str, step: int, rng: np.random.Generator) -> np.ndarray
         bits = _FLOAT_BITS[dtype]
         payload_nan = np.array([_NAN_PAYLOAD[dtype]], dtype=bits).view(np_dtype)[0]
         finfo = np.finfo(np_dtype)
-        edges = [payload_nan, np_dtype.type(-0.0), np_dtype.type(np.inf), finfo.smallest_subnormal,
-                 np_dtype.type(-np.inf), finfo.max]
+        edges = [
+            payload_nan,
+            np_dtype.type(-0.0),
+            np_dtype.type(np.inf),
+            finfo.smallest_subnormal,
+            np_dtype.type(-np.inf),
+            finfo.max,
+        ]
         first = edges[step % len(edges)]
         second = np_dtype.type(rng.standard_normal())
         return np.array([first, second], dtype=np_dtype)
@@ -156,7 +223,7 @@ def all_dtype_steps(num_steps: int = 4, seed: int = 7) -> list[dict[str, Any]]:
         )
         values["scalar_f64"] = np.array(step + 0.25, dtype=np.float64)
         values["scalar_u64"] = np.array(2**64 - 1 - step, dtype=np.uint64)
-        values["scalar_string"] = scalar_bytes(("ü-%d" % step).encode())
+        values["scalar_string"] = scalar_bytes(f"ü-{step}".encode())
         values["matrix_i16"] = rng.integers(-300, 300, size=(3, 2), dtype=np.int16)
         steps.append(values)
     return steps
@@ -241,7 +308,7 @@ def sig_steps(num_steps: int = 4, offset: int = 0) -> list[dict[str, Any]]:
                 "level": np.array([t % 11, (t + 5) % 11], dtype=np.int32),
                 "text": scalar_bytes(b"t%d" % t),
                 "reward": np.float64(t / 3),
-                "discount": np.float32(0.99 ** t),
+                "discount": np.float32(0.99**t),
             }
         )
     return steps
@@ -299,13 +366,9 @@ def bit_exact_problem(got: Any, expected: Any) -> str | None:
     return None
 
 
-def assert_flat_equal(
-    where: str, got: list, expected: list, paths: list | None = None
-) -> None:
+def assert_flat_equal(where: str, got: list, expected: list, paths: list | None = None) -> None:
     """Compares two flat lists of arrays bit for bit, naming every bad column."""
-    assert len(got) == len(expected), (
-        f"{where}: {len(got)} columns, expected {len(expected)}"
-    )
+    assert len(got) == len(expected), f"{where}: {len(got)} columns, expected {len(expected)}"
     problems = []
     for index, (g, e) in enumerate(zip(got, expected)):
         problem = bit_exact_problem(g, e)

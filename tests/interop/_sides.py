@@ -157,8 +157,7 @@ class RpServerHandle(ServerHandle):
         """``(key, priority, times_sampled)`` of every item, oldest first."""
         return self.on_loop(
             lambda: [
-                (item.key, item.priority, item.times_sampled)
-                for item in self.tables[table].items()
+                (item.key, item.priority, item.times_sampled) for item in self.tables[table].items()
             ]
         )
 

@@ -28,7 +28,8 @@ for unknown dims (or ``null`` for unknown rank); ``dtype`` a numpy name or ``"st
 from __future__ import annotations
 
 import collections
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +80,7 @@ def build_signature(nest: Any, make_spec: Callable[..., Any]) -> Any:
     """Builds a spec nest; ``make_spec(kind, shape, dtype, name, minimum, maximum)``."""
     if nest is None:
         return None
-    (kind, value), = nest.items()
+    ((kind, value),) = nest.items()
     if kind == "spec":
         shape, dtype, name = value
         return make_spec("spec", shape, dtype, name, None, None)

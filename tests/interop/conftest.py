@@ -19,7 +19,6 @@ import reverb_py
 
 from . import _procs, _scenarios, _sides
 
-
 #: Per-test bound (pytest-timeout) for this suite: the first test also pays for starting
 #: the dm-reverb processes (TensorFlow import), which can exceed the default 60 s on a
 #: cold disk cache.

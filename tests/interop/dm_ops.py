@@ -9,14 +9,13 @@ import glob
 import os
 from typing import Any
 
+import _ops
 import numpy as np
 import reverb
 import tensorflow as tf
 from google.protobuf import json_format
 from reverb.cc import schema_pb2
 from reverb.cc.checkpointing import checkpoint_pb2
-
-import _ops
 
 
 def _to_numpy(tensor: Any) -> np.ndarray:
@@ -97,8 +96,9 @@ def parse_checkpoint(root: str) -> dict:
     """Reads the newest complete checkpoint under ``root`` with TensorFlow's reader and
     dm-reverb's protos: tables, items and chunk keys, as plain JSON."""
     candidates = sorted(
-        path for path in glob.glob(os.path.join(root, "*")) if os.path.exists(
-            os.path.join(path, "DONE"))
+        path
+        for path in glob.glob(os.path.join(root, "*"))
+        if os.path.exists(os.path.join(path, "DONE"))
     )
     if not candidates:
         raise FileNotFoundError(f"no complete checkpoint under {root}: {os.listdir(root)}")

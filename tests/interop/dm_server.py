@@ -20,11 +20,10 @@ os.dup2(2, 1)
 sys.stdout = sys.stderr
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import _tables  # noqa: E402
 import numpy as np  # noqa: E402
 import reverb  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
-import _tables  # noqa: E402
 
 
 def make_spec(kind, shape, dtype, name, minimum, maximum):

@@ -28,11 +28,10 @@ os.dup2(2, 1)
 sys.stdout = sys.stderr
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import reverb  # noqa: E402
-
 import _ops  # noqa: E402
 import _wire  # noqa: E402
 import dm_ops  # noqa: E402
+import reverb  # noqa: E402
 
 _lock = threading.Lock()
 

@@ -47,8 +47,7 @@ class Pair:
         return f"[{self.cell}] {self.client.label} -> {self.server.label}: {call}"
 
     def call(self, op: str, **args: Any) -> Any:
-        return annotated_call(self.where(f"{op}()"), self.client, op, address=self.address,
-                              **args)
+        return annotated_call(self.where(f"{op}()"), self.client, op, address=self.address, **args)
 
     def submit(self, op: str, **args: Any) -> concurrent.futures.Future[Any]:
         return self.client.submit(op, address=self.address, **args)
@@ -119,8 +118,14 @@ def test_legacy_writer_all_dtypes(pair: Pair, delta_encoded: bool) -> None:
         expected = [np.stack([np.asarray(step[c]) for step in window]) for c in columns]
         where = pair.where(f"sample({table!r}) of a legacy Writer item")
         S.assert_flat_equal(where, sample["data"], expected, columns)
-        check_info(where, sample, table_size=1, priority=priority, times_sampled=1,
-                   key=only_key(pair, table))
+        check_info(
+            where,
+            sample,
+            table_size=1,
+            priority=priority,
+            times_sampled=1,
+            key=only_key(pair, table),
+        )
 
 
 @pytest.mark.parametrize("pair", PAIRS, indirect=True)
@@ -134,8 +139,14 @@ def test_client_insert_all_dtypes(pair: Pair) -> None:
         [sample] = pair.call("sample", table=table, num_samples=1)
         where = pair.where(f"insert() then sample({table!r})")
         S.assert_flat_equal(where, sample["data"], expected, columns)
-        check_info(where, sample, table_size=1, priority=priority, times_sampled=1,
-                   key=only_key(pair, table))
+        check_info(
+            where,
+            sample,
+            table_size=1,
+            priority=priority,
+            times_sampled=1,
+            key=only_key(pair, table),
+        )
 
 
 @pytest.mark.parametrize("pair", PAIRS, indirect=True)
@@ -144,8 +155,11 @@ def test_emit_timesteps(pair: Pair) -> None:
     steps = S.all_dtype_steps()
     columns = [*S.ALL_DTYPES, "scalar_f64", "scalar_string", "matrix_i16"]
     layout = S.sequence_layout(columns, 3)
-    pair.call("write_trajectory", steps=steps,
-              items=[{"table": "fifo", "priority": 1.0, "layout": layout}])
+    pair.call(
+        "write_trajectory",
+        steps=steps,
+        items=[{"table": "fifo", "priority": 1.0, "layout": layout}],
+    )
     [timesteps] = pair.call("sample", table="fifo", num_samples=1, emit_timesteps=True)
     where = pair.where("sample('fifo', emit_timesteps=True)")
     assert len(timesteps) == 3, f"{where}: {len(timesteps)} timesteps, expected 3"
@@ -154,7 +168,8 @@ def test_emit_timesteps(pair: Pair) -> None:
         not_arrays = {c: t for c, t in leaf_types.items() if t != "numpy.ndarray"}
         assert not not_arrays, (
             f"{where} step {index}: dm-reverb yields np.asarray(column[i], column.dtype) "
-            f"(0-d arrays for scalar steps); got non-arrays {not_arrays}")
+            f"(0-d arrays for scalar steps); got non-arrays {not_arrays}"
+        )
         expected = [np.asarray(steps[1 + index][c]) for c in sorted(columns)]
         S.assert_flat_equal(f"{where} step {index}", step["data"], expected, sorted(columns))
         check_info(where, step, table_size=1, priority=1.0, times_sampled=1)
@@ -200,9 +215,15 @@ def test_sample_info_probabilities(pair: Pair) -> None:
             item = int(sample["data"][0][0])
             seen[item] = seen.get(item, 0) + 1
             keys.setdefault(item, sample["info"]["key"])
-            check_info(where, sample, table_size=3, priority=priorities[item],
-                       times_sampled=seen[item], probability=probability_of(item),
-                       key=keys[item])
+            check_info(
+                where,
+                sample,
+                table_size=3,
+                priority=priorities[item],
+                times_sampled=seen[item],
+                probability=probability_of(item),
+                key=keys[item],
+            )
         if isinstance(pair.server, RpServerHandle):
             stored = {key: (priority, times) for key, priority, times in pair.server.items(table)}
             for item, key in keys.items():
@@ -234,8 +255,7 @@ def test_mutate_priorities(pair: Pair) -> None:
         pair.call("insert", data={"id": np.int64(index)}, priorities={"fifo": priority})
     [first] = pair.call("sample", table="fifo")
     key = first["info"]["key"]
-    pair.call("mutate_priorities", table="fifo", updates=[[key, 7.5], [12345, 1.0]],
-              deletes=[999])
+    pair.call("mutate_priorities", table="fifo", updates=[[key, 7.5], [12345, 1.0]], deletes=[999])
     [again] = pair.call("sample", table="fifo")
     where = pair.where("mutate_priorities(updates=...) then sample('fifo')")
     check_info(where, again, table_size=3, priority=7.5, times_sampled=2, key=key)
@@ -268,8 +288,11 @@ def test_reset(pair: Pair) -> None:
     pair.call("sample", table="ratio", num_samples=2)
     before = pair.server.info("ratio")
     where = pair.where("reset('ratio')")
-    assert (before["current_size"], before["rate_limiter_info"]["inserts"],
-            before["rate_limiter_info"]["samples"]) == (3, 3, 2), f"{where}: before {before}"
+    assert (
+        before["current_size"],
+        before["rate_limiter_info"]["inserts"],
+        before["rate_limiter_info"]["samples"],
+    ) == (3, 3, 2), f"{where}: before {before}"
     pair.call("reset", table="ratio")
     after = pair.server.info("ratio")
     counters = {
@@ -289,11 +312,13 @@ def test_reset(pair: Pair) -> None:
 def expected_options(selector: list) -> dict:
     kind, *args = selector
     if kind == "prioritized":
-        return {"distribution": "prioritized", "is_deterministic": False,
-                "priority_exponent": args[0]}
+        return {
+            "distribution": "prioritized",
+            "is_deterministic": False,
+            "priority_exponent": args[0],
+        }
     if kind in ("min_heap", "max_heap"):
-        return {"distribution": "heap", "is_deterministic": True,
-                "min_heap": kind == "min_heap"}
+        return {"distribution": "heap", "is_deterministic": True, "min_heap": kind == "min_heap"}
     return {"distribution": kind, "is_deterministic": kind != "uniform", "flag": True}
 
 
@@ -301,20 +326,36 @@ def expected_limiter(desc: dict) -> dict:
     big = np.finfo(np.float64).max
     if "queue" in desc or "stack" in desc:
         size = desc.get("queue", desc.get("stack"))
-        return {"samples_per_insert": 1.0, "min_diff": 0.0, "max_diff": float(size),
-                "min_size_to_sample": 1}
+        return {
+            "samples_per_insert": 1.0,
+            "min_diff": 0.0,
+            "max_diff": float(size),
+            "min_size_to_sample": 1,
+        }
     kind, *args = desc["rate_limiter"]
     if kind == "min_size":
-        return {"samples_per_insert": 1.0, "min_diff": -big, "max_diff": big,
-                "min_size_to_sample": args[0]}
+        return {
+            "samples_per_insert": 1.0,
+            "min_diff": -big,
+            "max_diff": big,
+            "min_size_to_sample": args[0],
+        }
     if kind == "ratio":
         spi, min_size, error_buffer = args
         offset = spi * min_size
-        return {"samples_per_insert": spi, "min_diff": offset - error_buffer,
-                "max_diff": offset + error_buffer, "min_size_to_sample": min_size}
+        return {
+            "samples_per_insert": spi,
+            "min_diff": offset - error_buffer,
+            "max_diff": offset + error_buffer,
+            "min_size_to_sample": min_size,
+        }
     spi, min_size, min_diff, max_diff = args
-    return {"samples_per_insert": spi, "min_diff": min_diff, "max_diff": max_diff,
-            "min_size_to_sample": min_size}
+    return {
+        "samples_per_insert": spi,
+        "min_diff": min_diff,
+        "max_diff": max_diff,
+        "min_size_to_sample": min_size,
+    }
 
 
 def expected_table_info(desc: dict) -> dict:
@@ -352,24 +393,33 @@ def test_server_info(pair: Pair) -> None:
             "max_times_sampled": info["max_times_sampled"],
             "sampler_options": info["sampler_options"],
             "remover_options": info["remover_options"],
-            "rate_limiter": {k: v for k, v in info["rate_limiter_info"].items()
-                             if k not in ("inserts", "samples")},
+            "rate_limiter": {
+                k: v
+                for k, v in info["rate_limiter_info"].items()
+                if k not in ("inserts", "samples")
+            },
             "signature": _tables.strip_types(info["signature"]),
         }
         for field, value in expected.items():
             if got[field] != value:
-                problems.append(f"  {desc['name']}.{field}: got {got[field]!r}, "
-                                f"expected {value!r}")
+                problems.append(f"  {desc['name']}.{field}: got {got[field]!r}, expected {value!r}")
         spec_types = _tables.spec_types(info["signature"])
-        wanted = ({"tensorflow.TensorSpec", "tensorflow.BoundedTensorSpec"}
-                  if pair.client.key == "dm"
-                  else {"reverb_py.TensorSpec", "reverb_py.BoundedTensorSpec"})
+        wanted = (
+            {"tensorflow.TensorSpec", "tensorflow.BoundedTensorSpec"}
+            if pair.client.key == "dm"
+            else {"reverb_py.TensorSpec", "reverb_py.BoundedTensorSpec"}
+        )
         if not spec_types <= wanted:
-            problems.append(f"  {desc['name']}.signature decoded as {spec_types}, "
-                            f"expected within {wanted}")
+            problems.append(
+                f"  {desc['name']}.signature decoded as {spec_types}, expected within {wanted}"
+            )
     ratio = infos["ratio"]
-    counters = (ratio["current_size"], ratio["num_episodes"],
-                ratio["rate_limiter_info"]["inserts"], ratio["rate_limiter_info"]["samples"])
+    counters = (
+        ratio["current_size"],
+        ratio["num_episodes"],
+        ratio["rate_limiter_info"]["inserts"],
+        ratio["rate_limiter_info"]["samples"],
+    )
     if counters != (1, 1, 1, 0):
         problems.append(f"  ratio counters (size, episodes, inserts, samples) = {counters}")
     assert not problems, f"{where}:\n" + "\n".join(problems)
@@ -380,8 +430,11 @@ def test_unpack_as_table_signature(pair: Pair) -> None:
     """A TrajectoryWriter item validated against the ``sig`` signature, sampled back as
     the signature's nest (dict, tuple, list, namedtuple)."""
     steps = S.sig_steps()
-    pair.call("write_trajectory", steps=steps,
-              items=[{"table": "sig", "priority": 1.0, "layout": S.SIG_LAYOUT}])
+    pair.call(
+        "write_trajectory",
+        steps=steps,
+        items=[{"table": "sig", "priority": 1.0, "layout": S.SIG_LAYOUT}],
+    )
     [sample] = pair.call("sample", table="sig", unpack_as_table_signature=True)
     where = pair.where("sample('sig', unpack_as_table_signature=True)")
     expected = S.expected_trajectory(steps, S.SIG_LAYOUT)
@@ -395,18 +448,25 @@ def test_writer_validates_against_server_signature(pair: Pair) -> None:
     steps = S.sig_steps()
     bad_layout = dict(S.SIG_LAYOUT, act="obs[-3:]")  # float32 [3,3] where int64 [T] is due
     mro, message = pair.client.call_error(
-        "write_trajectory", address=pair.address, steps=steps,
-        items=[{"table": "sig", "priority": 1.0, "layout": bad_layout}])
+        "write_trajectory",
+        address=pair.address,
+        steps=steps,
+        items=[{"table": "sig", "priority": 1.0, "layout": bad_layout}],
+    )
     where = pair.where("create_item('sig') with a column that breaks the signature")
     assert "ValueError" in mro, f"{where}: raised {mro[0]}: {message}"
     assert "signature" in message, f"{where}: message {message!r}"
     mro, message = pair.client.call_error(
-        "write_trajectory", address=pair.address, steps=steps,
-        items=[{"table": "nope", "priority": 1.0, "layout": {"x": "obs[-1]"}}])
+        "write_trajectory",
+        address=pair.address,
+        steps=steps,
+        items=[{"table": "nope", "priority": 1.0, "layout": {"x": "obs[-1]"}}],
+    )
     where = pair.where("create_item('nope')")
     assert "ValueError" in mro, f"{where}: raised {mro[0]}: {message}"
     assert "Unable to create item in table 'nope' since the table could not be found" in (
-        message), f"{where}: message {message!r}"
+        message
+    ), f"{where}: message {message!r}"
     assert pair.server.info("sig")["current_size"] == 0
 
 
@@ -420,18 +480,27 @@ def test_rate_limiter_timeout(pair: Pair) -> None:
     start = time.monotonic()
     if pair.client.key == "dm":
         # dm-reverb exposes the timeout on its datasets only; a timeout ends the dataset.
-        samples = pair.call("dataset_sample_with_types", table="queue", dtypes=["int64"],
-                            shapes=[[1]], num_samples=1, rate_limiter_timeout_ms=200)
+        samples = pair.call(
+            "dataset_sample_with_types",
+            table="queue",
+            dtypes=["int64"],
+            shapes=[[1]],
+            num_samples=1,
+            rate_limiter_timeout_ms=200,
+        )
         assert samples == [], f"{where}: got {samples}"
     else:
         mro, message = pair.client.call_error(
-            "sample", address=pair.address, table="queue", rate_limiter_timeout_ms=200)
+            "sample", address=pair.address, table="queue", rate_limiter_timeout_ms=200
+        )
         assert "DeadlineExceededError" in mro, f"{where}: raised {mro[0]}: {message}"
         # docs/compatibility.md: reverb_py's Client.sample asks a zero timeout as 1 ms.
         mro, message = pair.client.call_error(
-            "sample", address=pair.address, table="queue", rate_limiter_timeout_ms=0)
+            "sample", address=pair.address, table="queue", rate_limiter_timeout_ms=0
+        )
         assert "DeadlineExceededError" in mro, (
-            f"{pair.where('sample(rate_limiter_timeout_ms=0)')}: raised {mro[0]}: {message}")
+            f"{pair.where('sample(rate_limiter_timeout_ms=0)')}: raised {mro[0]}: {message}"
+        )
     elapsed = time.monotonic() - start
     assert elapsed < 30, f"{where}: took {elapsed:.1f} s"
 
@@ -491,8 +560,9 @@ def run_scenario(client: ClientSide, address: str) -> None:
     """One fixed, deterministic workload touching every shared table."""
 
     def call(op: str, **args: Any) -> Any:
-        return annotated_call(f"[cells 1+2] {client.label} -> {address}: {op}()", client, op,
-                              address=address, **args)
+        return annotated_call(
+            f"[cells 1+2] {client.label} -> {address}: {op}()", client, op, address=address, **args
+        )
 
     def insert(table: str, *priorities: float) -> None:
         for index, priority in enumerate(priorities):
@@ -505,9 +575,18 @@ def run_scenario(client: ClientSide, address: str) -> None:
     call("mutate_priorities", table="prio", updates=[[sampled["info"]["key"], 2.0]])
     steps = S.all_dtype_steps()
     for after_step in (1, 3):  # one item per writer: see test_trajectory_writer_many_items_*
-        call("write_trajectory", steps=steps, items=[
-            {"table": "fifo", "priority": 1.0, "layout": {"x": "int8[-2:]"},
-             "after_step": after_step}])
+        call(
+            "write_trajectory",
+            steps=steps,
+            items=[
+                {
+                    "table": "fifo",
+                    "priority": 1.0,
+                    "layout": {"x": "int8[-2:]"},
+                    "after_step": after_step,
+                }
+            ],
+        )
     [oldest] = call("sample", table="fifo")
     call("mutate_priorities", table="fifo", deletes=[oldest["info"]["key"]])
     insert("fifo3", 1.0, 2.0)
@@ -521,8 +600,11 @@ def run_scenario(client: ClientSide, address: str) -> None:
     call("sample", table="queue")
     insert("stack", 1.0, 1.0, 1.0)
     call("sample", table="stack", num_samples=2)
-    call("write_trajectory", steps=S.sig_steps(),
-         items=[{"table": "sig", "priority": 1.0, "layout": S.SIG_LAYOUT}])
+    call(
+        "write_trajectory",
+        steps=S.sig_steps(),
+        items=[{"table": "sig", "priority": 1.0, "layout": S.SIG_LAYOUT}],
+    )
 
 
 @pytest.mark.parametrize("client_fixture", ["dm_client", "rp_sync_client", "rp_aio_client"])
@@ -542,11 +624,14 @@ def test_same_workload_same_server_info(
     for table in S.TABLE_NAMES:
         for field in rp_infos[table]:
             if rp_infos[table][field] != dm_infos[table][field]:
-                problems.append(f"  {table}.{field}: reverb_py server {rp_infos[table][field]!r}"
-                                f" != dm-reverb server {dm_infos[table][field]!r}")
+                problems.append(
+                    f"  {table}.{field}: reverb_py server {rp_infos[table][field]!r}"
+                    f" != dm-reverb server {dm_infos[table][field]!r}"
+                )
     assert not problems, (
         f"[cells 1+2] {client.label}: server_info after the same workload differs:\n"
-        + "\n".join(problems))
+        + "\n".join(problems)
+    )
 
 
 @pytest.mark.parametrize("pair", PAIRS, indirect=True)
@@ -554,8 +639,10 @@ def test_trajectory_writer_many_items_one_flush(pair: Pair) -> None:
     """300 overlapping two-step items streamed without flushing in between (the writer
     packs many chunks and items per message and must keep ``keep_chunk_keys`` right)."""
     steps = [{"x": np.float32(i)} for i in range(300)]
-    items = [{"table": "uniform", "priority": 1.0, "layout": {"x": "x[-2:]"}, "after_step": i}
-             for i in range(1, 300)]
+    items = [
+        {"table": "uniform", "priority": 1.0, "layout": {"x": "x[-2:]"}, "after_step": i}
+        for i in range(1, 300)
+    ]
     pair.call("write_trajectory", steps=steps, items=items, num_keep_alive_refs=2)
     where = pair.where("TrajectoryWriter: 299 items, then flush()")
     info = pair.server.info("uniform")
@@ -570,13 +657,24 @@ def test_large_items_span_several_messages(pair: Pair) -> None:
     """Items of ~3 MiB (several chunks), sampled two per request: the server splits a
     sample's chunks over several entries/responses beyond ~2 MiB, the client joins them."""
     rng = np.random.default_rng(5)
-    steps = [{"big": rng.standard_normal(300_000).astype(np.float32),
-              "tag": S.scalar_bytes(b"x" * 100_000 + b"%d" % i),
-              "i": np.int64(i)} for i in range(4)]
+    steps = [
+        {
+            "big": rng.standard_normal(300_000).astype(np.float32),
+            "tag": S.scalar_bytes(b"x" * 100_000 + b"%d" % i),
+            "i": np.int64(i),
+        }
+        for i in range(4)
+    ]
     layout = {"big": "big[-3:]", "tag": "tag[-3:]", "i": "i[-1]"}
-    pair.call("write_trajectory", steps=steps, num_keep_alive_refs=3,
-              items=[{"table": "fifo", "priority": 1.0, "layout": layout, "after_step": -2},
-                     {"table": "fifo", "priority": 2.0, "layout": layout}])
+    pair.call(
+        "write_trajectory",
+        steps=steps,
+        num_keep_alive_refs=3,
+        items=[
+            {"table": "fifo", "priority": 1.0, "layout": layout, "after_step": -2},
+            {"table": "fifo", "priority": 2.0, "layout": layout},
+        ],
+    )
     samples = pair.call("sample", table="fifo", num_samples=2)
     where = pair.where("sample('fifo', 2) of ~3.6 MB items")
     for sample in samples:  # Fifo, no max_times_sampled: the oldest item twice
@@ -584,8 +682,9 @@ def test_large_items_span_several_messages(pair: Pair) -> None:
         S.assert_flat_equal(where, sample["data"], expected, S.flat_paths(layout))
     pair.call("mutate_priorities", table="fifo", deletes=[samples[0]["info"]["key"]])
     [last] = pair.call("sample", table="fifo")
-    S.assert_flat_equal(where, last["data"], S.flatten(S.expected_trajectory(steps, layout)),
-                        S.flat_paths(layout))
+    S.assert_flat_equal(
+        where, last["data"], S.flatten(S.expected_trajectory(steps, layout)), S.flat_paths(layout)
+    )
     check_info(where, last, table_size=1, priority=2.0, times_sampled=1)
 
 
@@ -601,18 +700,28 @@ def test_negative_priority_refused_over_the_wire(pair: Pair) -> None:
     pair.call("insert", data={"id": np.int64(0)}, priorities={"prio": 1.0})
     [sample] = pair.call("sample", table="prio")
     key = sample["info"]["key"]
-    mro, message = pair.client.call_error("mutate_priorities", address=pair.address,
-                                          table="prio", updates=[[key, -1.0]])
+    mro, message = pair.client.call_error(
+        "mutate_priorities", address=pair.address, table="prio", updates=[[key, -1.0]]
+    )
     where = pair.where("mutate_priorities('prio', {key: -1.0})")
     assert "ValueError" in mro, f"{where}: raised {mro[0]}: {message}"
     mro, message = pair.client.call_error(
-        "write_trajectory", address=pair.address, steps=[{"x": np.float32(1)}],
-        items=[{"table": "prio", "priority": -2.0, "layout": {"x": "x[-1:]"}}])
+        "write_trajectory",
+        address=pair.address,
+        steps=[{"x": np.float32(1)}],
+        items=[{"table": "prio", "priority": -2.0, "layout": {"x": "x[-1:]"}}],
+    )
     where = pair.where("TrajectoryWriter.create_item('prio', priority=-2.0) + flush()")
     assert "ValueError" in mro, f"{where}: raised {mro[0]}: {message}"
     [again] = pair.call("sample", table="prio")
-    check_info(pair.where("sample('prio') afterwards"), again, table_size=1, priority=1.0,
-               times_sampled=2, key=key)
+    check_info(
+        pair.where("sample('prio') afterwards"),
+        again,
+        table_size=1,
+        priority=1.0,
+        times_sampled=2,
+        key=key,
+    )
 
 
 @pytest.mark.parametrize("server_fixture", ["rp_server", "dm_server"])
@@ -623,27 +732,36 @@ def test_keep_chunk_keys_listing_a_chunk_twice(
     (FAILED_PRECONDITION: a key listed twice counts twice). Raw InsertStream."""
     import grpc
 
-    from tests.codec_oracles import build_chunk
     from reverb_py._proto import reverb_service_pb2, schema_pb2
+    from tests.codec_oracles import build_chunk
 
     server = request.getfixturevalue(server_fixture)
     reset_tables(server, ["fifo"])
     chunk = build_chunk(11, 5, 0, 0, [np.array([1.5], np.float32)])
     column = schema_pb2.FlatTrajectory.Column(
-        chunk_slices=[schema_pb2.FlatTrajectory.ChunkSlice(chunk_key=11, offset=0, length=1)])
+        chunk_slices=[schema_pb2.FlatTrajectory.ChunkSlice(chunk_key=11, offset=0, length=1)]
+    )
     item = schema_pb2.PrioritizedItem(
-        key=77, table="fifo", priority=1.0,
-        flat_trajectory=schema_pb2.FlatTrajectory(columns=[column]))
+        key=77,
+        table="fifo",
+        priority=1.0,
+        flat_trajectory=schema_pb2.FlatTrajectory(columns=[column]),
+    )
     request_message = reverb_service_pb2.InsertStreamRequest(
-        chunks=[chunk], items=[item], keep_chunk_keys=[11, 11])
+        chunks=[chunk], items=[item], keep_chunk_keys=[11, 11]
+    )
     with grpc.insecure_channel(server.address) as channel:
         stream = channel.stream_stream(
             "/deepmind.reverb.ReverbService/InsertStream",
             request_serializer=reverb_service_pb2.InsertStreamRequest.SerializeToString,
-            response_deserializer=reverb_service_pb2.InsertStreamResponse.FromString)
+            response_deserializer=reverb_service_pb2.InsertStreamResponse.FromString,
+        )
         try:
-            confirmed = [key for response in stream(iter([request_message]), timeout=30)
-                         for key in response.keys]
+            confirmed = [
+                key
+                for response in stream(iter([request_message]), timeout=30)
+                for key in response.keys
+            ]
             outcome = ("OK", confirmed)
         except grpc.RpcError as error:
             outcome = (error.code().name, error.details())

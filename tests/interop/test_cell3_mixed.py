@@ -34,16 +34,24 @@ class Mixed:
         self.writer, self.sampler, self.server = writer, sampler, server
 
     def where(self, call: str) -> str:
-        return (f"[cell 3] {self.writer.label} writes, {self.sampler.label} samples, "
-                f"on a {self.server.label}: {call}")
+        return (
+            f"[cell 3] {self.writer.label} writes, {self.sampler.label} samples, "
+            f"on a {self.server.label}: {call}"
+        )
 
     def write(self, op: str, **args: Any) -> Any:
-        return annotated_call(self.where(f"writer {op}()"), self.writer, op,
-                              address=self.server.address, **args)
+        return annotated_call(
+            self.where(f"writer {op}()"), self.writer, op, address=self.server.address, **args
+        )
 
     def sample(self, **args: Any) -> Any:
-        return annotated_call(self.where(f"sampler sample({args.get('table')!r})"),
-                              self.sampler, "sample", address=self.server.address, **args)
+        return annotated_call(
+            self.where(f"sampler sample({args.get('table')!r})"),
+            self.sampler,
+            "sample",
+            address=self.server.address,
+            **args,
+        )
 
 
 ALL = [pytest.param(c, id="-".join(c)) for c in COMBOS]
@@ -62,26 +70,35 @@ def mixed(request: pytest.FixtureRequest) -> Mixed:
 def test_trajectory_writer_items(mixed: Mixed) -> None:
     steps = S.all_dtype_steps(seed=11)
     layout = S.all_dtype_layout(2)
-    mixed.write("write_trajectory", steps=steps,
-                items=[{"table": "fifo", "priority": 0.5, "layout": layout}])
+    mixed.write(
+        "write_trajectory",
+        steps=steps,
+        items=[{"table": "fifo", "priority": 0.5, "layout": layout}],
+    )
     [sample] = mixed.sample(table="fifo")
     where = mixed.where("sample('fifo') of an all-dtypes TrajectoryWriter item")
-    S.assert_flat_equal(where, sample["data"], S.flatten(S.expected_trajectory(steps, layout)),
-                        S.flat_paths(layout))
+    S.assert_flat_equal(
+        where, sample["data"], S.flatten(S.expected_trajectory(steps, layout)), S.flat_paths(layout)
+    )
     check_leaf_types(where, sample, S.flat_paths(layout))
     check_info(where, sample, table_size=1, priority=0.5, times_sampled=1)
     # The writer's own client decodes the same item identically.
-    [again] = annotated_call(where, mixed.writer, "sample", address=mixed.server.address,
-                             table="fifo")
-    S.assert_flat_equal(where + " (writer's client)", again["data"], sample["data"],
-                        S.flat_paths(layout))
+    [again] = annotated_call(
+        where, mixed.writer, "sample", address=mixed.server.address, table="fifo"
+    )
+    S.assert_flat_equal(
+        where + " (writer's client)", again["data"], sample["data"], S.flat_paths(layout)
+    )
 
 
 @pytest.mark.parametrize("mixed", ALL, indirect=True)
 def test_signature_nest(mixed: Mixed) -> None:
     steps = S.sig_steps(offset=3)
-    mixed.write("write_trajectory", steps=steps,
-                items=[{"table": "sig", "priority": 1.0, "layout": S.SIG_LAYOUT}])
+    mixed.write(
+        "write_trajectory",
+        steps=steps,
+        items=[{"table": "sig", "priority": 1.0, "layout": S.SIG_LAYOUT}],
+    )
     [sample] = mixed.sample(table="sig", unpack_as_table_signature=True)
     where = mixed.where("sample('sig', unpack_as_table_signature=True)")
     check_nest(where, sample["data"], S.expected_trajectory(steps, S.SIG_LAYOUT))
@@ -90,9 +107,14 @@ def test_signature_nest(mixed: Mixed) -> None:
 @pytest.mark.parametrize("mixed", LEGACY, indirect=True)
 def test_legacy_writer_items(mixed: Mixed) -> None:
     steps = S.all_dtype_steps(seed=12, num_steps=5)
-    mixed.write("write_legacy", steps=steps, max_sequence_length=4, chunk_length=3,
-                delta_encoded=True,
-                items=[{"table": "fifo", "num_timesteps": 4, "priority": 1.0}])
+    mixed.write(
+        "write_legacy",
+        steps=steps,
+        max_sequence_length=4,
+        chunk_length=3,
+        delta_encoded=True,
+        items=[{"table": "fifo", "num_timesteps": 4, "priority": 1.0}],
+    )
     [sample] = mixed.sample(table="fifo")
     columns = sorted(steps[0])
     expected = [np.stack([np.asarray(step[c]) for step in steps[1:]]) for c in columns]
@@ -107,8 +129,9 @@ def test_client_insert_and_queue(mixed: Mixed) -> None:
     [sample] = mixed.sample(table="queue")
     where = mixed.where("sample('queue') of a Client.insert item")
     columns = sorted(data)
-    S.assert_flat_equal(where, sample["data"], [np.asarray(data[c])[None] for c in columns],
-                        columns)
+    S.assert_flat_equal(
+        where, sample["data"], [np.asarray(data[c])[None] for c in columns], columns
+    )
     check_info(where, sample, table_size=1, priority=1.0, times_sampled=1)
     info = mixed.server.info("queue")
     assert info["current_size"] == 0, f"{where}: queue after the sample: {info}"

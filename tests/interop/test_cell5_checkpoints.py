@@ -36,23 +36,50 @@ MIN_SIZE_1 = S.MIN_SIZE_1
 
 #: The tables that are checkpointed.
 SAVED_TABLES = [
-    {"name": "ck_prio", "sampler": ["prioritized", 1.0], "remover": ["fifo"], "max_size": 100,
-     "rate_limiter": ["generic", 2.0, 1, -100.0, 100.0], "signature": S.SIGNATURE},
-    {"name": "ck_fifo", "sampler": ["fifo"], "remover": ["fifo"], "max_size": 4,
-     "max_times_sampled": 3, "rate_limiter": MIN_SIZE_1},
+    {
+        "name": "ck_prio",
+        "sampler": ["prioritized", 1.0],
+        "remover": ["fifo"],
+        "max_size": 100,
+        "rate_limiter": ["generic", 2.0, 1, -100.0, 100.0],
+        "signature": S.SIGNATURE,
+    },
+    {
+        "name": "ck_fifo",
+        "sampler": ["fifo"],
+        "remover": ["fifo"],
+        "max_size": 4,
+        "max_times_sampled": 3,
+        "rate_limiter": MIN_SIZE_1,
+    },
     {"name": "ck_queue", "queue": 10},
-    {"name": "ck_heap", "sampler": ["max_heap"], "remover": ["fifo"], "max_size": 50,
-     "rate_limiter": ["ratio", 1.0, 1, 100.0]},
+    {
+        "name": "ck_heap",
+        "sampler": ["max_heap"],
+        "remover": ["fifo"],
+        "max_size": 50,
+        "rate_limiter": ["ratio", 1.0, 1, 100.0],
+    },
 ]
 #: Same names, other settings: the checkpoint's settings must win.
 LOADING_TABLES = [
-    {"name": name, "sampler": ["uniform"], "remover": ["lifo"], "max_size": 7,
-     "rate_limiter": ["min_size", 2]}
+    {
+        "name": name,
+        "sampler": ["uniform"],
+        "remover": ["lifo"],
+        "max_size": 7,
+        "rate_limiter": ["min_size", 2],
+    }
     for name in ("ck_prio", "ck_fifo", "ck_queue", "ck_heap")
 ]
 #: A table only the loading server has: it must stay as constructed.
-EXTRA_TABLE = {"name": "not_in_checkpoint", "sampler": ["fifo"], "remover": ["fifo"],
-               "max_size": 3, "rate_limiter": MIN_SIZE_1}
+EXTRA_TABLE = {
+    "name": "not_in_checkpoint",
+    "sampler": ["fifo"],
+    "remover": ["fifo"],
+    "max_size": 3,
+    "rate_limiter": MIN_SIZE_1,
+}
 
 PRIO_OFFSETS = [0, 10, 20, 30, 40]
 FIFO_STEPS = 6
@@ -70,15 +97,21 @@ FIFO_LAYOUT = {"id": "id[-2:]", **S.all_dtype_layout(2)}
 
 def heap_steps() -> list[dict]:
     return [
-        {"id": np.int64(i), "v": np.array([i, -i, 3 * i], dtype=np.int32),
-         "w": np.array([[i, 2], [3, i]], dtype=np.uint64)}
+        {
+            "id": np.int64(i),
+            "v": np.array([i, -i, 3 * i], dtype=np.int32),
+            "w": np.array([[i, 2], [3, i]], dtype=np.uint64),
+        }
         for i in range(4)
     ]
 
 
 def queue_data(index: int) -> dict:
-    return {"id": np.int64(index), "s": S.scalar_bytes(b"q%d" % index),
-            "c": np.array([index + 1j, -index], dtype=np.complex64)}
+    return {
+        "id": np.int64(index),
+        "s": S.scalar_bytes(b"q%d" % index),
+        "c": np.array([index + 1j, -index], dtype=np.complex64),
+    }
 
 
 def expected_by_id() -> dict[str, dict[int, list]]:
@@ -89,13 +122,18 @@ def expected_by_id() -> dict[str, dict[int, list]]:
         flat = S.flatten(S.expected_trajectory(steps, S.SIG_LAYOUT))
         prio[int(steps[1]["act"])] = flat
     steps = fifo_steps()
-    fifo = {i: S.flatten(S.expected_trajectory(steps[: i + 1], FIFO_LAYOUT))
-            for i in range(1, FIFO_STEPS)}
+    fifo = {
+        i: S.flatten(S.expected_trajectory(steps[: i + 1], FIFO_LAYOUT))
+        for i in range(1, FIFO_STEPS)
+    }
     steps = heap_steps()
-    heap = {i: [np.stack([np.asarray(s[c]) for s in steps[i - 1: i + 1]]) for c in sorted(steps[0])]
-            for i in range(1, 4)}
-    queue = {i: [np.asarray(queue_data(i)[c])[None] for c in sorted(queue_data(i))]
-             for i in range(4)}
+    heap = {
+        i: [np.stack([np.asarray(s[c]) for s in steps[i - 1 : i + 1]]) for c in sorted(steps[0])]
+        for i in range(1, 4)
+    }
+    queue = {
+        i: [np.asarray(queue_data(i)[c])[None] for c in sorted(queue_data(i))] for i in range(4)
+    }
     return {"ck_prio": prio, "ck_fifo": fifo, "ck_heap": heap, "ck_queue": queue}
 
 
@@ -117,24 +155,37 @@ def populate(client: ClientSide, address: str, where: str) -> None:
         return annotated_call(f"{where}: {op}()", client, op, address=address, **args)
 
     for index, offset in enumerate(PRIO_OFFSETS):
-        call("write_trajectory", steps=S.sig_steps(offset=offset),
-             items=[{"table": "ck_prio", "priority": 1.0 + index, "layout": S.SIG_LAYOUT}])
+        call(
+            "write_trajectory",
+            steps=S.sig_steps(offset=offset),
+            items=[{"table": "ck_prio", "priority": 1.0 + index, "layout": S.SIG_LAYOUT}],
+        )
     sampled = [s["info"]["key"] for s in call("sample", table="ck_prio", num_samples=6)]
     distinct = list(dict.fromkeys(sampled))
-    call("mutate_priorities", table="ck_prio", updates=[[distinct[0], 9.5]],
-         deletes=distinct[1:2])
-    call("write_trajectory", steps=fifo_steps(), items=[
-        {"table": "ck_fifo", "priority": float(i), "layout": FIFO_LAYOUT, "after_step": i}
-        for i in range(1, FIFO_STEPS)
-    ])  # max_size 4: the first item is evicted
+    call("mutate_priorities", table="ck_prio", updates=[[distinct[0], 9.5]], deletes=distinct[1:2])
+    call(
+        "write_trajectory",
+        steps=fifo_steps(),
+        items=[
+            {"table": "ck_fifo", "priority": float(i), "layout": FIFO_LAYOUT, "after_step": i}
+            for i in range(1, FIFO_STEPS)
+        ],
+    )  # max_size 4: the first item is evicted
     call("sample", table="ck_fifo", num_samples=4)  # 3 x the oldest (then deleted), 1 x next
     for index in range(4):
         call("insert", data=queue_data(index), priorities={"ck_queue": 1.0})
     call("sample", table="ck_queue")
-    call("write_legacy", steps=heap_steps(), max_sequence_length=2, chunk_length=2,
-         delta_encoded=True,
-         items=[{"table": "ck_heap", "num_timesteps": 2, "priority": float(p), "after_step": i}
-                for i, p in ((1, 5.0), (2, 7.0), (3, 6.0))])
+    call(
+        "write_legacy",
+        steps=heap_steps(),
+        max_sequence_length=2,
+        chunk_length=2,
+        delta_encoded=True,
+        items=[
+            {"table": "ck_heap", "num_timesteps": 2, "priority": float(p), "after_step": i}
+            for i, p in ((1, 5.0), (2, 7.0), (3, 6.0))
+        ],
+    )
     call("sample", table="ck_heap", num_samples=2)
 
 
@@ -153,8 +204,9 @@ def compare_infos(where: str, saved: dict, loaded: dict) -> None:
         before, after = comparable_info(saved[table]), comparable_info(loaded[table])
         for field in before:
             if before[field] != after[field]:
-                problems.append(f"  {table}.{field}: saved {before[field]!r}, "
-                                f"loaded {after[field]!r}")
+                problems.append(
+                    f"  {table}.{field}: saved {before[field]!r}, loaded {after[field]!r}"
+                )
     assert not problems, f"{where}: server_info after loading differs:\n" + "\n".join(problems)
 
 
@@ -163,42 +215,55 @@ def checkpoint_items(parsed: dict) -> dict[str, list[tuple[int, float, int]]]:
     items: dict[str, list[tuple[int, float, int]]] = {}
     for item in parsed["items"]:
         items.setdefault(item["table"], []).append(
-            (item["key"], item["priority"], item["times_sampled"]))
+            (item["key"], item["priority"], item["times_sampled"])
+        )
     return items
 
 
 def checkpoint_counters(parsed: dict) -> dict[str, tuple[int, int, int]]:
     return {
-        table["table_name"]: (table["rate_limiter"]["insert_count"],
-                              table["rate_limiter"]["sample_count"],
-                              table["rate_limiter"]["delete_count"])
+        table["table_name"]: (
+            table["rate_limiter"]["insert_count"],
+            table["rate_limiter"]["sample_count"],
+            table["rate_limiter"]["delete_count"],
+        )
         for table in parsed["tables"]
     }
 
 
-def drain_and_check(client: ClientSide, address: str, where: str,
-                    items: dict[str, list[tuple[int, float, int]]]) -> None:
+def drain_and_check(
+    client: ClientSide, address: str, where: str, items: dict[str, list[tuple[int, float, int]]]
+) -> None:
     """Samples every item once (deleting it afterwards) and checks key, priority,
     times_sampled and data against the checkpointed items."""
     expected = expected_by_id()
     for table, table_items in items.items():
         remaining = {key: (priority, times) for key, priority, times in table_items}
         for _ in range(len(table_items)):
-            [sample] = annotated_call(f"{where}: sample({table!r})", client, "sample",
-                                      address=address, table=table)
+            [sample] = annotated_call(
+                f"{where}: sample({table!r})", client, "sample", address=address, table=table
+            )
             info = sample["info"]
             key = info["key"]
             assert key in remaining, f"{where}: {table}: sampled unknown/again key {key}"
             priority, times = remaining.pop(key)
             assert (info["priority"], info["times_sampled"]) == (priority, times + 1), (
                 f"{where}: {table} key {key}: sampled priority/times_sampled "
-                f"{info['priority']}/{info['times_sampled']}, checkpoint has {priority}/{times}")
+                f"{info['priority']}/{info['times_sampled']}, checkpoint has {priority}/{times}"
+            )
             ident = item_id(table, sample["data"])
             assert ident in expected[table], f"{where}: {table}: unknown item id {ident}"
-            S.assert_flat_equal(f"{where}: {table} item {ident} (key {key})",
-                                sample["data"], expected[table][ident])
-            annotated_call(f"{where}: mutate_priorities({table!r})", client,
-                           "mutate_priorities", address=address, table=table, deletes=[key])
+            S.assert_flat_equal(
+                f"{where}: {table} item {ident} (key {key})", sample["data"], expected[table][ident]
+            )
+            annotated_call(
+                f"{where}: mutate_priorities({table!r})",
+                client,
+                "mutate_priorities",
+                address=address,
+                table=table,
+                deletes=[key],
+            )
 
 
 def test_dm_reverb_checkpoint_loads_into_reverb_py(
@@ -218,10 +283,12 @@ def test_dm_reverb_checkpoint_loads_into_reverb_py(
     tables = S.build_rp_tables([*LOADING_TABLES, EXTRA_TABLE])
     try:
         server = reverb_py.Server(
-            tables, port=0, checkpointer=reverb_py.checkpointers.DefaultCheckpointer(root))
+            tables, port=0, checkpointer=reverb_py.checkpointers.DefaultCheckpointer(root)
+        )
     except Exception as error:  # noqa: BLE001 - reported with context.
-        pytest.fail(f"{where}: reverb_py.Server failed to load {path}: "
-                    f"{type(error).__name__}: {error}")
+        pytest.fail(
+            f"{where}: reverb_py.Server failed to load {path}: {type(error).__name__}: {error}"
+        )
     try:
         handle = RpServerHandle(server)
         loaded = dm_client.call("server_info", address=handle.address)
@@ -235,11 +302,13 @@ def test_dm_reverb_checkpoint_loads_into_reverb_py(
             got = handle.on_loop(handle.tables[table].rate_limiter_counters)
             assert got == counters[table], (
                 f"{where}: {table} rate limiter (inserts, samples, deletes): loaded "
-                f"{got}, checkpoint {counters[table]}")
+                f"{got}, checkpoint {counters[table]}"
+            )
             got_items = handle.items(table)
             assert got_items == items.get(table, []), (
                 f"{where}: {table} items (key, priority, times_sampled) in order: loaded "
-                f"{got_items}, checkpoint {items.get(table, [])}")
+                f"{got_items}, checkpoint {items.get(table, [])}"
+            )
         drain_and_check(rp_sync_client, handle.address, where, items)
     finally:
         server.stop()
@@ -251,8 +320,10 @@ def test_reverb_py_checkpoint_loads_into_dm_reverb(
     where = "[cell 5] reverb_py checkpoint -> dm-reverb server"
     root = str(tmp_path / "rp_checkpoints")
     server = reverb_py.Server(
-        S.build_rp_tables(SAVED_TABLES), port=0,
-        checkpointer=reverb_py.checkpointers.DefaultCheckpointer(root))
+        S.build_rp_tables(SAVED_TABLES),
+        port=0,
+        checkpointer=reverb_py.checkpointers.DefaultCheckpointer(root),
+    )
     try:
         handle = RpServerHandle(server)
         populate(rp_sync_client, handle.address, f"{where} (filling the reverb_py server)")
@@ -260,8 +331,10 @@ def test_reverb_py_checkpoint_loads_into_dm_reverb(
         # The Checkpoint RPC from a dm-reverb client to the reverb_py server.
         path = dm_client.call("checkpoint", address=handle.address)
         items = {t["name"]: handle.items(t["name"]) for t in SAVED_TABLES}
-        counters = {t["name"]: handle.on_loop(handle.tables[t["name"]].rate_limiter_counters)
-                    for t in SAVED_TABLES}
+        counters = {
+            t["name"]: handle.on_loop(handle.tables[t["name"]].rate_limiter_counters)
+            for t in SAVED_TABLES
+        }
     finally:
         server.stop()
     assert os.path.dirname(path) == root, f"{where}: checkpoint path {path}"
@@ -269,16 +342,21 @@ def test_reverb_py_checkpoint_loads_into_dm_reverb(
     # The files themselves, read with TensorFlow's TFRecord reader and dm-reverb's protos.
     parsed = dm_client.call("parse_checkpoint", root=root)
     assert parsed["files"] == ["DONE", "chunks.tfrecord", "items.tfrecord", "tables.tfrecord"], (
-        f"{where}: files in {parsed['directory']}: {parsed['files']}")
+        f"{where}: files in {parsed['directory']}: {parsed['files']}"
+    )
     assert checkpoint_items(parsed) == {k: v for k, v in items.items() if v}, (
-        f"{where}: items.tfrecord (TF reader) differs from the reverb_py tables")
+        f"{where}: items.tfrecord (TF reader) differs from the reverb_py tables"
+    )
     assert checkpoint_counters(parsed) == counters, (
-        f"{where}: tables.tfrecord counters {checkpoint_counters(parsed)}, tables {counters}")
+        f"{where}: tables.tfrecord counters {checkpoint_counters(parsed)}, tables {counters}"
+    )
 
     loader = make_dm_server([*LOADING_TABLES, EXTRA_TABLE], checkpoint_dir=root)
     if loader.port is None:
-        pytest.fail(f"{where}: the dm-reverb server failed to load {path}: "
-                    f"{loader.startup_error}\nlog tail:\n{loader.log_tail()}")
+        pytest.fail(
+            f"{where}: the dm-reverb server failed to load {path}: "
+            f"{loader.startup_error}\nlog tail:\n{loader.log_tail()}"
+        )
     loaded = dm_client.call("server_info", address=loader.address)
     compare_infos(where, saved, loaded)
     extra = loaded["not_in_checkpoint"]
@@ -289,7 +367,9 @@ def test_reverb_py_checkpoint_loads_into_dm_reverb(
     reparsed = dm_client.call("parse_checkpoint", root=root)
     assert checkpoint_counters(reparsed) == {**counters, "not_in_checkpoint": (0, 0, 0)}, (
         f"{where}: rate limiter (inserts, samples, deletes) held by dm-reverb after loading: "
-        f"{checkpoint_counters(reparsed)}, saved {counters}")
+        f"{checkpoint_counters(reparsed)}, saved {counters}"
+    )
     assert checkpoint_items(reparsed) == {k: v for k, v in items.items() if v}, (
-        f"{where}: items held by dm-reverb after loading differ from the saved ones")
+        f"{where}: items held by dm-reverb after loading differ from the saved ones"
+    )
     drain_and_check(dm_client, loader.address, where, items)

@@ -25,7 +25,6 @@ from reverb_py._proto import schema_pb2
 from reverb_py.table import Item
 from tests.helpers import compiled_module
 
-
 TABLE_FIELD = _impl.wire.length_delimited(b"\x12", b"replay")
 KEY_MAX = 2**64 - 1
 
@@ -57,16 +56,19 @@ def _item_state(item: Any) -> tuple[Any, ...]:
     )
 
 
-def _decode(module: types.ModuleType, payloads: list[Any], start: int = 0,
-            chunks: dict[int, Any] | None = None, episodes: dict[int, int] | None = None,
-            tables: tuple[str, ...] = ("replay",)) -> tuple[Any, ...]:
+def _decode(
+    module: types.ModuleType,
+    payloads: list[Any],
+    start: int = 0,
+    chunks: dict[int, Any] | None = None,
+    episodes: dict[int, int] | None = None,
+    tables: tuple[str, ...] = ("replay",),
+) -> tuple[Any, ...]:
     """``decode_items`` from ``start``: its outcome and the items it appended."""
     chunks = CHUNKS if chunks is None else chunks
     episodes = EPISODES if episodes is None else episodes
     lists: dict[str, list[Any]] = {name: [] for name in tables}
-    outcome = _outcome(
-        lambda: module.decode_items(payloads, start, chunks, episodes, lists, Item)
-    )
+    outcome = _outcome(lambda: module.decode_items(payloads, start, chunks, episodes, lists, Item))
     return outcome, {name: [_item_state(item) for item in items] for name, items in lists.items()}
 
 
@@ -120,7 +122,7 @@ def _mutations(rng: random.Random, data: bytes, count: int) -> list[bytes]:
             for _ in range(rng.randint(1, 3)):
                 buffer[rng.randrange(len(buffer))] = rng.randrange(256)
         elif kind == 1 and buffer:
-            del buffer[rng.randrange(len(buffer)):]
+            del buffer[rng.randrange(len(buffer)) :]
         else:
             position = rng.randrange(len(buffer) + 1)
             buffer[position:position] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 3)))
@@ -163,11 +165,14 @@ def test_frame_and_split_round_trip(twins: tuple[types.ModuleType, types.ModuleT
     pure, compiled = twins
     rng = random.Random(2)
     for _ in range(50):
-        payloads: list[Any] = [rng.randbytes(rng.choice([0, 1, 12, 100, 5000]))
-                               for _ in range(rng.randint(0, 20))]
+        payloads: list[Any] = [
+            rng.randbytes(rng.choice([0, 1, 12, 100, 5000])) for _ in range(rng.randint(0, 20))
+        ]
         framed = pure.frame_records(payloads)
-        mixed = [bytearray(p) if i % 3 == 1 else memoryview(p) if i % 3 == 2 else p
-                 for i, p in enumerate(payloads)]
+        mixed = [
+            bytearray(p) if i % 3 == 1 else memoryview(p) if i % 3 == 2 else p
+            for i, p in enumerate(payloads)
+        ]
         assert compiled.frame_records(mixed) == framed
         assert len(framed) == sum(len(p) + 16 for p in payloads)
         for module in twins:
@@ -203,8 +208,7 @@ def test_split_refuses_positions_outside(
 ) -> None:
     pure, compiled = twins
     data = b"\x00" * 3
-    outcomes = [_outcome(lambda module=module: module.split_records(data, pos))
-                for module in twins]
+    outcomes = [_outcome(lambda module=module: module.split_records(data, pos)) for module in twins]
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][1] is ValueError
 
@@ -230,8 +234,19 @@ def _random_table_item(rng: random.Random) -> Item:
         (),
         (),
         rng.choice([0, 1, 300, -1, 2**31, 2**63 - 1, -(2**63)]),
-        rng.choice([0, 1, 999_999_999, 1_000_000_000, -1, -1_000_000_001, 2**63 - 1,
-                    -(2**63), 1_764_000_000_123_456_789]),
+        rng.choice(
+            [
+                0,
+                1,
+                999_999_999,
+                1_000_000_000,
+                -1,
+                -1_000_000_001,
+                2**63 - 1,
+                -(2**63),
+                1_764_000_000_123_456_789,
+            ]
+        ),
     )
 
 
@@ -253,9 +268,16 @@ def test_encode_items_matches_the_reference_encoder(
                 trajectory = b""
             elif not isinstance(trajectory, (bytes, bytearray)):
                 trajectory = trajectory.SerializeToString()
-            records.append(pure.encode_stored_item(
-                item.key, table_field, item.priority, item.times_sampled,
-                item.inserted_at, bytes(trajectory)))
+            records.append(
+                pure.encode_stored_item(
+                    item.key,
+                    table_field,
+                    item.priority,
+                    item.times_sampled,
+                    item.inserted_at,
+                    bytes(trajectory),
+                )
+            )
         assert encoded == pure.frame_records(records)
         # Protobuf reads the same values back.
         for record, item in zip(pure.split_records(encoded)[0], items):
@@ -338,8 +360,9 @@ def test_encode_items_refuses_bad_fields_alike(
     item = Item(1, 1.0, b"", (), (), 0, 0)
     for name, value in fields.items():
         setattr(item, name, value)
-    outcomes = [_outcome(lambda module=module: module.encode_items([item], TABLE_FIELD))
-                for module in twins]
+    outcomes = [
+        _outcome(lambda module=module: module.encode_items([item], TABLE_FIELD)) for module in twins
+    ]
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] == "error"
 
@@ -361,9 +384,13 @@ def test_decode_items_of_protobuf_records(
         for message, state in zip(messages, result[1]["replay"]):
             assert state[0] == message.key
             assert state[2] == message.flat_trajectory.SerializeToString()
-            keys = list(dict.fromkeys(
-                piece.chunk_key for column in message.flat_trajectory.columns
-                for piece in column.chunk_slices))
+            keys = list(
+                dict.fromkeys(
+                    piece.chunk_key
+                    for column in message.flat_trajectory.columns
+                    for piece in column.chunk_slices
+                )
+            )
             assert state[3] == tuple(id(CHUNKS[key]) for key in keys)
             assert state[4] == tuple(EPISODES[key] for key in keys)
             assert state[5] == message.times_sampled
@@ -515,7 +542,7 @@ def test_decode_items_shares_chunk_objects_in_first_reference_order(
 ) -> None:
     # More distinct chunks than the compiled twin scans linearly.
     trajectory = schema_pb2.FlatTrajectory()
-    keys = [key for key in range(1, 41)]
+    keys = list(range(1, 41))
     for index in range(3):
         column = trajectory.columns.add()
         for key in keys[index::2] + keys:
@@ -523,12 +550,17 @@ def test_decode_items_shares_chunk_objects_in_first_reference_order(
     chunks = {key: _Chunk(key) for key in keys}
     episodes = {key: key + 1000 for key in keys}
     message = schema_pb2.PrioritizedItem(key=1, table="replay", flat_trajectory=trajectory)
-    order = list(dict.fromkeys(
-        piece.chunk_key for column in trajectory.columns for piece in column.chunk_slices))
+    order = list(
+        dict.fromkeys(
+            piece.chunk_key for column in trajectory.columns for piece in column.chunk_slices
+        )
+    )
     for module in twins:
         lists: dict[str, list[Any]] = {"replay": []}
-        assert module.decode_items([message.SerializeToString()], 0, chunks, episodes, lists,
-                                   Item) == 1
+        assert (
+            module.decode_items([message.SerializeToString()], 0, chunks, episodes, lists, Item)
+            == 1
+        )
         [item] = lists["replay"]
         assert [chunk.key for chunk in item.chunks] == order
         assert all(item.chunks[i] is chunks[key] for i, key in enumerate(order))
@@ -551,13 +583,29 @@ def test_chunk_key_and_episode(twins: tuple[types.ModuleType, types.ModuleType])
         chunk.data.tensors.add(dtype=4, tensor_content=rng.randbytes(rng.choice([0, 30])))
         data = chunk.SerializeToString()
         sources.append(data)
-        assert pure.chunk_key_and_episode(data) == compiled.chunk_key_and_episode(data) == (
-            chunk.chunk_key, chunk.sequence_range.episode_id)
+        assert (
+            pure.chunk_key_and_episode(data)
+            == compiled.chunk_key_and_episode(data)
+            == (chunk.chunk_key, chunk.sequence_range.episode_id)
+        )
         assert compiled.chunk_key_and_episode(memoryview(data)) == (
-            chunk.chunk_key, chunk.sequence_range.episode_id)
-    sources += [b"", b"\x08", b"\x00", b"\x0f", b"\x12\x05ab", b"\x09abc", b"\x0d\x01",
-                b"\x08" + b"\xff" * 10 + b"\x01", b"\x08" + b"\xff" * 9 + b"\x7f",
-                b"\x12\x02\x08", b"\x12\x00\x08\x01", b"\x12\x02\x08\x01\x12\x02\x08\x02"]
+            chunk.chunk_key,
+            chunk.sequence_range.episode_id,
+        )
+    sources += [
+        b"",
+        b"\x08",
+        b"\x00",
+        b"\x0f",
+        b"\x12\x05ab",
+        b"\x09abc",
+        b"\x0d\x01",
+        b"\x08" + b"\xff" * 10 + b"\x01",
+        b"\x08" + b"\xff" * 9 + b"\x7f",
+        b"\x12\x02\x08",
+        b"\x12\x00\x08\x01",
+        b"\x12\x02\x08\x01\x12\x02\x08\x02",
+    ]
     for source in sources:
         for data in [source, *_mutations(rng, source, 20)]:
             assert _outcome(lambda: pure.chunk_key_and_episode(data)) == _outcome(

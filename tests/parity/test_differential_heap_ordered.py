@@ -23,7 +23,6 @@ import pytest
 
 from tests.helpers import compiled_module
 
-
 KEY_MAX = 2**64 - 1
 
 
@@ -67,15 +66,14 @@ def _bitwise_equal(x: Any, y: Any) -> bool:
     if type(x) is not type(y):
         return False
     if isinstance(x, float):
-        return math.copysign(1.0, x) == math.copysign(1.0, y) and (
-            x == y or (x != x and y != y)
-        )
+        return math.copysign(1.0, x) == math.copysign(1.0, y) and (x == y or (x != x and y != y))
     if isinstance(x, (tuple, list)):
         return len(x) == len(y) and all(_bitwise_equal(p, q) for p, q in zip(x, y))
     return bool(x == y)
 
 
 # ------------------------------------------------------------------------ generators
+
 
 class _OddInt(int):
     """An int subclass whose __int__ and __repr__ lie: twins must use the int value."""
@@ -88,7 +86,17 @@ class _OddInt(int):
 
 
 INVALID_KEYS: list[object] = [
-    _OddInt(-3), _OddInt(2**64), -1, 2**64, 2**70, -(2**64), "3", 1.0, None, b"1", [1]
+    _OddInt(-3),
+    _OddInt(2**64),
+    -1,
+    2**64,
+    2**70,
+    -(2**64),
+    "3",
+    1.0,
+    None,
+    b"1",
+    [1],
 ]
 INVALID_PRIORITIES: list[object] = ["1.0", b"1", None, [1.0], object(), 10**400, 1j]
 

@@ -24,7 +24,6 @@ from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._pure import mutations as pure
 from tests.helpers import compiled_module
 
-
 EDGE_KEYS = [0, 1, 127, 128, 16383, 16384, 2**35, 2**56, 2**63 - 1, 2**63, 2**64 - 1]
 EDGE_PRIORITIES = [0.0, -0.0, 1.0, 1.5, -2.5, 1e-310, 1e300, math.inf, -math.inf, math.nan]
 
@@ -95,25 +94,41 @@ def _random_request(rng: random.Random) -> bytes:
             rng.shuffle(fields)
             data = b"".join(fields)
         if rng.random() < 0.2:  # an unknown field inside the update
-            data += rng.choice([b"\x18\x05", b"\x22\x02ab", b"\x2d\x01\x02\x03\x04",
-                                b"\x0a\x00", b"\x10\x07", b"\x33\x38\x01\x34"])
+            data += rng.choice(
+                [
+                    b"\x18\x05",
+                    b"\x22\x02ab",
+                    b"\x2d\x01\x02\x03\x04",
+                    b"\x0a\x00",
+                    b"\x10\x07",
+                    b"\x33\x38\x01\x34",
+                ]
+            )
         pieces.append(_impl.wire.length_delimited(b"\x12", data))
     for _ in range(rng.randint(0, 3)):
         keys = [rng.choice(EDGE_KEYS + [rng.getrandbits(64)]) for _ in range(rng.randint(0, 6))]
         if rng.random() < 0.5:
-            pieces.append(reverb_service_pb2.MutatePrioritiesRequest(
-                delete_keys=keys).SerializeToString())
+            pieces.append(
+                reverb_service_pb2.MutatePrioritiesRequest(delete_keys=keys).SerializeToString()
+            )
         else:
             pieces.append(b"".join(b"\x18" + _impl.wire.encode_varint(key) for key in keys))
     for _ in range(rng.randint(0, 3)):
-        pieces.append(rng.choice([
-            b"\x20\x01", b"\x29" + bytes(8), b"\x2a\x03abc", b"\x35" + bytes(4),
-            b"\x08\x05",  # table as a varint: unknown
-            b"\x10\x05",  # updates as a varint: unknown
-            b"\x19" + bytes(8),  # delete_keys as fixed64: unknown
-            b"\x23\x28\x01\x2b\x2c\x24",  # a group with a nested group
-            b"\xf8\xff\xff\xff\x0f\x01",  # the largest field number
-        ]))
+        pieces.append(
+            rng.choice(
+                [
+                    b"\x20\x01",
+                    b"\x29" + bytes(8),
+                    b"\x2a\x03abc",
+                    b"\x35" + bytes(4),
+                    b"\x08\x05",  # table as a varint: unknown
+                    b"\x10\x05",  # updates as a varint: unknown
+                    b"\x19" + bytes(8),  # delete_keys as fixed64: unknown
+                    b"\x23\x28\x01\x2b\x2c\x24",  # a group with a nested group
+                    b"\xf8\xff\xff\xff\x0f\x01",  # the largest field number
+                ]
+            )
+        )
     rng.shuffle(pieces)
     return b"".join(pieces)
 
@@ -152,16 +167,19 @@ def test_decoders_agree_on_corrupted_requests(compiled: types.ModuleType) -> Non
             if choice < 0.3 and data:
                 data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
             elif choice < 0.5 and data:
-                del data[rng.randrange(len(data)):]
+                del data[rng.randrange(len(data)) :]
             elif choice < 0.7:
                 position = rng.randint(0, len(data))
-                data[position:position] = bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 4)))
+                data[position:position] = bytes(
+                    rng.getrandbits(8) for _ in range(rng.randint(1, 4))
+                )
             elif choice < 0.85 and data:
                 data[rng.randrange(len(data))] = rng.getrandbits(8)
             else:
                 position = rng.randint(0, len(data))
                 data[position:position] = rng.choice(
-                    [b"\x0b", b"\x0c", b"\x23", b"\x24", b"\x26", b"\x27", b"\x00", b"\xff"])
+                    [b"\x0b", b"\x0c", b"\x23", b"\x24", b"\x26", b"\x27", b"\x00", b"\xff"]
+                )
         request = bytes(data)
         outcome = _outcome(lambda: compiled.decode_mutate_request(request))
         assert outcome == _outcome(lambda: pure.decode_mutate_request(request)), request
@@ -367,8 +385,10 @@ def test_select_updates_agree_on_random_calls(compiled: types.ModuleType) -> Non
     items = {key: _Item(key) for key in rng.sample(range(200), 120)}
     for _ in range(2000):
         keys = [rng.randrange(220) for _ in range(rng.randint(0, 30))]
-        priorities: list[Any] = [rng.choice([rng.random(), 2, -1.5, math.nan, True,
-                                             np.float32(0.5), "2.5"]) for _ in keys]
+        priorities: list[Any] = [
+            rng.choice([rng.random(), 2, -1.5, math.nan, True, np.float32(0.5), "2.5"])
+            for _ in keys
+        ]
         excluded: Any = set(rng.sample(range(220), rng.randint(0, 5))) if rng.random() < 0.5 else ()
         as_tuple = rng.random() < 0.2
         args = (tuple(keys) if as_tuple else keys, priorities, excluded)

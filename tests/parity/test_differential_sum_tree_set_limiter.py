@@ -165,25 +165,38 @@ def run_selector_stream(py: Any, cy: Any, streams: Streams, steps: int, weights:
         op = "clear" if rng.random() < 0.004 else rng.choice(ops)
         if op == "insert":
             key, priority = streams.key(), streams.priority()
-            check(step, f"insert({key!r}, {priority!r})", lambda: py.insert(key, priority),
-                  lambda: cy.insert(key, priority))
+            check(
+                step,
+                f"insert({key!r}, {priority!r})",
+                lambda: py.insert(key, priority),
+                lambda: cy.insert(key, priority),
+            )
         elif op == "update":
             key, priority = streams.key(), streams.priority()
-            check(step, f"update({key!r}, {priority!r})", lambda: py.update(key, priority),
-                  lambda: cy.update(key, priority))
+            check(
+                step,
+                f"update({key!r}, {priority!r})",
+                lambda: py.update(key, priority),
+                lambda: cy.update(key, priority),
+            )
         elif op == "update_many":
             live = py.keys()
             count = rng.randrange(0, 7)
-            keys = [rng.choice(live) if live and rng.random() < 0.9 else streams.key()
-                    for _ in range(count)]
+            keys = [
+                rng.choice(live) if live and rng.random() < 0.9 else streams.key()
+                for _ in range(count)
+            ]
             priorities = [streams.priority() for _ in range(count)]
             if rng.random() < 0.05:
                 priorities.append(1.0)
             as_tuple = rng.random() < 0.3
             keys_arg = tuple(keys) if as_tuple else keys
-            check(step, f"update_many({keys!r}, {priorities!r})",
-                  lambda: py.update_many(keys_arg, priorities),
-                  lambda: cy.update_many(keys_arg, priorities))
+            check(
+                step,
+                f"update_many({keys!r}, {priorities!r})",
+                lambda: py.update_many(keys_arg, priorities),
+                lambda: cy.update_many(keys_arg, priorities),
+            )
         elif op == "delete":
             live = py.keys()
             key = rng.choice(live) if live and rng.random() < 0.8 else streams.key()
@@ -195,8 +208,12 @@ def run_selector_stream(py: Any, cy: Any, streams: Streams, steps: int, weights:
         elif op == "probability":
             live = py.keys()
             key = rng.choice(live) if live and rng.random() < 0.8 else streams.key()
-            check(step, f"probability({key!r})", lambda: py.probability(key),
-                  lambda: cy.probability(key))
+            check(
+                step,
+                f"probability({key!r})",
+                lambda: py.probability(key),
+                lambda: cy.probability(key),
+            )
         elif op == "weight":
             live = py.keys()
             key = rng.choice(live) if live and rng.random() < 0.8 else streams.key()
@@ -278,8 +295,9 @@ def test_sum_tree_large_random_tree(cy_sum_tree: Any) -> None:
 
 def test_sum_tree_constructor_errors(cy_sum_tree: Any) -> None:
     for args in [(1.0, 0), (1.0, -3), ("1", 4), (1.0, 2.0), (None,), (1.0, None)]:
-        check(0, f"SumTree{args!r}", lambda: repr(PySumTree(*args)),
-              lambda: repr(cy_sum_tree(*args)))
+        check(
+            0, f"SumTree{args!r}", lambda: repr(PySumTree(*args)), lambda: repr(cy_sum_tree(*args))
+        )
 
 
 # ------------------------------------------------------------------ IndexedSet
@@ -325,18 +343,31 @@ def test_rate_limiter_state_streams(cy_rate_limiter_state: Any, seed: int) -> No
         cy = cy_rate_limiter_state(*config)
         for step in range(400):
             op = rng.choice(
-                ["can_insert"] * 6 + ["can_sample"] * 6 + ["on_insert"] * 6 + ["on_sample"] * 2
-                + ["try_sample"] * 6 + ["on_delete"] * 2 + ["set_counters", "reset"]
+                ["can_insert"] * 6
+                + ["can_sample"] * 6
+                + ["on_insert"] * 6
+                + ["on_sample"] * 2
+                + ["try_sample"] * 6
+                + ["on_delete"] * 2
+                + ["set_counters", "reset"]
             )
             where = f"round {config_round} {config!r} step {step}"
             if op in ("can_insert", "can_sample"):
                 n = count(rng)
-                check(step, f"{where}: {op}({n!r})", lambda: getattr(py, op)(n),
-                      lambda: getattr(cy, op)(n))
+                check(
+                    step,
+                    f"{where}: {op}({n!r})",
+                    lambda: getattr(py, op)(n),
+                    lambda: getattr(cy, op)(n),
+                )
             elif op == "on_delete":
                 n = rng.choice([1, 2, 0, 2**63, -1, 1.0]) if rng.random() < 0.3 else 1
-                check(step, f"{where}: on_delete({n!r})", lambda: py.on_delete(n),
-                      lambda: cy.on_delete(n))
+                check(
+                    step,
+                    f"{where}: on_delete({n!r})",
+                    lambda: py.on_delete(n),
+                    lambda: cy.on_delete(n),
+                )
             elif op == "set_counters":
                 values = [
                     rng.choice([0, 3, 2**53 + 1, 2**53 + 3, INT64_MAX, 2**63, -5, 1.0])
@@ -344,14 +375,17 @@ def test_rate_limiter_state_streams(cy_rate_limiter_state: Any, seed: int) -> No
                     else rng.randrange(0, 50)
                     for _ in range(3)
                 ]
-                check(step, f"{where}: set_counters{values!r}",
-                      lambda: py.set_counters(*values), lambda: cy.set_counters(*values))
+                check(
+                    step,
+                    f"{where}: set_counters{values!r}",
+                    lambda: py.set_counters(*values),
+                    lambda: cy.set_counters(*values),
+                )
             elif op == "reset" and rng.random() < 0.3:
                 check(step, f"{where}: reset()", py.reset, cy.reset)
             elif op != "reset":
                 check(step, f"{where}: {op}()", getattr(py, op), getattr(cy, op))
-            check(step, f"{where}: counters after {op}", lambda: counters(py),
-                  lambda: counters(cy))
+            check(step, f"{where}: counters after {op}", lambda: counters(py), lambda: counters(cy))
         check(0, "repr", lambda: repr(py), lambda: repr(cy))
 
 
@@ -366,8 +400,12 @@ def test_rate_limiter_state_constructor_errors(cy_rate_limiter_state: Any) -> No
         (1, True, -1, 1, 2, 3, 4),
     ]
     for args in cases:
-        check(0, f"RateLimiterState{args!r}", lambda: repr(PyRateLimiterState(*args)),
-              lambda: repr(cy_rate_limiter_state(*args)))
+        check(
+            0,
+            f"RateLimiterState{args!r}",
+            lambda: repr(PyRateLimiterState(*args)),
+            lambda: repr(cy_rate_limiter_state(*args)),
+        )
 
 
 # ---------------------------------------------------------------- API parity
@@ -385,9 +423,7 @@ def public_names(cls: type) -> set[str]:
 
 
 @pytest.mark.parametrize(("module_name", "class_name", "py_cls", "args"), PAIRS)
-def test_api_parity(
-    module_name: str, class_name: str, py_cls: type, args: tuple[Any, ...]
-) -> None:
+def test_api_parity(module_name: str, class_name: str, py_cls: type, args: tuple[Any, ...]) -> None:
     cy_cls = compiled(module_name, class_name)
     assert public_names(py_cls) == public_names(cy_cls)
     py_obj = py_cls(*args)
@@ -409,9 +445,9 @@ def test_api_parity(
             py_signature = inspect.signature(getattr(py_cls, name))
             cy_signature = inspect.signature(getattr(cy_cls, name))
             assert py_signature == cy_signature, f"{class_name}.{name}"
-            assert inspect.getdoc(getattr(py_cls, name)) == inspect.getdoc(
-                getattr(cy_cls, name)
-            ), f"{class_name}.{name} docstring"
+            assert inspect.getdoc(getattr(py_cls, name)) == inspect.getdoc(getattr(cy_cls, name)), (
+                f"{class_name}.{name} docstring"
+            )
     for dunder in ("__len__", "__contains__", "__repr__", "__reduce__"):
         if dunder in ("__len__", "__contains__") and class_name == "RateLimiterState":
             continue

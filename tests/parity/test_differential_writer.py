@@ -76,9 +76,11 @@ def _run(module: Any, seed: int, confirm: bool) -> list[Any]:
         try:
             if op < 0.45:
                 flat = [
-                    None if rng.random() < 0.15 else VALUES[
-                        kinds[i] if rng.random() < 0.95 else rng.randrange(len(VALUES))
-                    ](rng)
+                    None
+                    if rng.random() < 0.15
+                    else VALUES[kinds[i] if rng.random() < 0.95 else rng.randrange(len(VALUES))](
+                        rng
+                    )
                     for i in range(rng.randint(1, columns))
                 ]
                 partial = rng.random() < 0.05

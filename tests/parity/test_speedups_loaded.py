@@ -120,8 +120,13 @@ def test_codec_uses_the_selected_wire_module(monkeypatch: pytest.MonkeyPatch) ->
 
     # The codec keeps no encoders of its own: it calls the wire module _impl selected.
     for module in (chunk, tensor):
-        for name in ("encode_varint", "encode_varints", "length_delimited", "encode_item",
-                     "encode_column"):
+        for name in (
+            "encode_varint",
+            "encode_varints",
+            "length_delimited",
+            "encode_item",
+            "encode_column",
+        ):
             assert not hasattr(module, name), (module.__name__, name)
     calls: list[str] = []
     real = _impl.wire
@@ -159,8 +164,11 @@ def test_a_missing_compiled_module_selects_every_pure_twin() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [
-        "python", "reverb_py._pure.wire", "reverb_py._pure.sum_tree",
-        "reverb_py._pure.checkpoint_records", "reverb_py._writer.internal_writer",
+        "python",
+        "reverb_py._pure.wire",
+        "reverb_py._pure.sum_tree",
+        "reverb_py._pure.checkpoint_records",
+        "reverb_py._writer.internal_writer",
         "reverb_py._writer.trajectory_writer",
     ]
 

@@ -14,8 +14,26 @@ from reverb_py._pure import wire as pure
 from tests.helpers import compiled_module
 
 EDGE_INTS = [
-    0, 1, 127, 128, 300, 16383, 16384, 2**21 - 1, 2**21, 2**35, 2**56 - 1, 2**56,
-    2**63 - 1, 2**63, 2**64 - 1, -1, -2, -128, -(2**31), -(2**63),
+    0,
+    1,
+    127,
+    128,
+    300,
+    16383,
+    16384,
+    2**21 - 1,
+    2**21,
+    2**35,
+    2**56 - 1,
+    2**56,
+    2**63 - 1,
+    2**63,
+    2**64 - 1,
+    -1,
+    -2,
+    -128,
+    -(2**31),
+    -(2**63),
 ]
 BAD_INTS: list[tuple[Any, type[BaseException]]] = [
     (2**64, OverflowError),
@@ -55,7 +73,11 @@ def protobuf_varint(value: int) -> bytes:
 
 def test_api_is_the_same() -> None:
     compiled_names = {
-        "encode_column", "encode_item", "encode_varint", "encode_varints", "length_delimited"
+        "encode_column",
+        "encode_item",
+        "encode_varint",
+        "encode_varints",
+        "length_delimited",
     }
     assert set(pure.__all__) == compiled_names
 
@@ -112,7 +134,18 @@ def test_length_delimited_refuses_non_buffers(wire: Any) -> None:
 
 
 PRIORITIES = [
-    0.0, -0.0, 1.0, 0.5, 1e-300, 5e-324, 1e300, math.inf, -math.inf, math.nan, 3, True,
+    0.0,
+    -0.0,
+    1.0,
+    0.5,
+    1e-300,
+    5e-324,
+    1e300,
+    math.inf,
+    -math.inf,
+    math.nan,
+    3,
+    True,
 ]
 
 
@@ -123,9 +156,7 @@ def test_encode_item_matches_protobuf(wire: Any, priority: float, table: str) ->
     trajectory = schema_pb2.FlatTrajectory()
     for _ in range(3):
         column = trajectory.columns.add(squeeze=rng.random() < 0.5)
-        column.chunk_slices.add(
-            chunk_key=rng.getrandbits(64), offset=rng.randint(0, 9), length=1
-        )
+        column.chunk_slices.add(chunk_key=rng.getrandbits(64), offset=rng.randint(0, 9), length=1)
     flat = trajectory.SerializeToString()
     table_field = pure.length_delimited(b"\x12", table.encode()) if table else b""
     for key in (0, 1, rng.getrandbits(64), 2**64 - 1):
@@ -201,8 +232,11 @@ def test_twins_agree_on_random_calls(seed: int) -> None:
             key, b"\x12\x01t", priority, payload
         )
         slices = [
-            (b"\x08" + pure.encode_varint(rng.getrandbits(64)), rng.randint(0, 9),
-             rng.randint(1, 9))
+            (
+                b"\x08" + pure.encode_varint(rng.getrandbits(64)),
+                rng.randint(0, 9),
+                rng.randint(1, 9),
+            )
             for _ in range(rng.randint(0, 4))
         ]
         squeeze = rng.random() < 0.5

@@ -79,7 +79,7 @@ def test_prioritized_all_zero_falls_back_to_uniform(impl) -> None:
         structure.insert(key, 0.0)
     counts, reported = draw(structure, seed=3)
     assert set(reported.values()) == {0.1}
-    assert chi_square_p(counts, {k: 0.1 for k in range(10)}) > ALPHA
+    assert chi_square_p(counts, dict.fromkeys(range(10), 0.1)) > ALPHA
 
 
 @pytest.mark.slow

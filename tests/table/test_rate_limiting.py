@@ -45,8 +45,7 @@ def test_generic_rate_limiter_validation() -> None:
         rate_limiters.RateLimiter(1.0, 0, 0.0, 1.0)
     limiter = rate_limiters.RateLimiter(2.0, 4, -1.0, 9.0)
     assert repr(limiter) == (
-        "RateLimiter(samples_per_insert=2.0, min_diff=-1.0, max_diff=9.0, "
-        "min_size_to_sample=4)"
+        "RateLimiter(samples_per_insert=2.0, min_diff=-1.0, max_diff=9.0, min_size_to_sample=4)"
     )
 
 
@@ -288,8 +287,12 @@ async def test_wait_for_timeout_around_a_sample() -> None:
 
 async def test_bad_priority_of_a_waiting_insert_fails_only_that_insert() -> None:
     table = Table(
-        name="t", sampler=selectors.Prioritized(1.0), remover=selectors.Fifo(), max_size=10,
-        rate_limiter=rate_limiters.Queue(1), max_times_sampled=1,
+        name="t",
+        sampler=selectors.Prioritized(1.0),
+        remover=selectors.Fifo(),
+        max_size=10,
+        rate_limiter=rate_limiters.Queue(1),
+        max_times_sampled=1,
     )
     await table.insert(Item(0, 1.0))
     bad = asyncio.ensure_future(table.insert(Item(1, -1.0)))

@@ -87,15 +87,26 @@ def test_queue_and_stack_settings() -> None:
 def test_repr_names_every_setting() -> None:
     table = make_table(sampler=selectors.Prioritized(0.8), remover=selectors.MinHeap())
     text = repr(table)
-    for part in ("Prioritized(priority_exponent=0.8)", "MinHeap()", "max_size=100",
-                 "max_times_sampled=0", "name='t'", "RateLimiter(", "signature=None"):
+    for part in (
+        "Prioritized(priority_exponent=0.8)",
+        "MinHeap()",
+        "max_size=100",
+        "max_times_sampled=0",
+        "name='t'",
+        "RateLimiter(",
+        "signature=None",
+    ):
         assert part in text
 
 
 async def test_replace_copies_settings_into_a_new_empty_table() -> None:
-    table = make_table(sampler=selectors.Prioritized(0.5), remover=selectors.MaxHeap(),
-                       max_size=7, max_times_sampled=3,
-                       signature={"obs": reverb_py.TensorSpec((2,), "float32")})
+    table = make_table(
+        sampler=selectors.Prioritized(0.5),
+        remover=selectors.MaxHeap(),
+        max_size=7,
+        max_times_sampled=3,
+        signature={"obs": reverb_py.TensorSpec((2,), "float32")},
+    )
     await table.insert(Item(1, 1.0))
     copy = table.replace(name="t2", max_size=9)
     assert copy.name == "t2" and len(copy) == 0
@@ -279,8 +290,9 @@ async def test_mutate_with_a_bad_priority_applies_nothing() -> None:
 
 
 async def test_mutate_a_thousand_priorities_in_one_call() -> None:
-    table = make_table(sampler=selectors.Prioritized(1.0), remover=selectors.MinHeap(),
-                       max_size=2000)
+    table = make_table(
+        sampler=selectors.Prioritized(1.0), remover=selectors.MinHeap(), max_size=2000
+    )
     for key in range(1000):
         await table.insert(Item(key, 1.0))
     table.mutate(updates={key: float(key) for key in range(1000)})
@@ -319,8 +331,7 @@ async def test_mutate_keys_given_twice_end_with_the_last_priority() -> None:
     table.mutate_columns([2, 2], [6.0, 2.0])
     assert table.get(1).priority == 0.5 and table.get(2).priority == 2.0
     records = await table.sample(300)
-    assert {r.item.key: r.probability for r in records} == {0: 1 / 3.5, 1: 0.5 / 3.5,
-                                                            2: 2 / 3.5}
+    assert {r.item.key: r.probability for r in records} == {0: 1 / 3.5, 1: 0.5 / 3.5, 2: 2 / 3.5}
 
 
 async def test_reset_clears_items_counters_and_stats() -> None:
@@ -343,10 +354,14 @@ async def test_reset_clears_items_counters_and_stats() -> None:
 
 async def test_info_reports_every_field() -> None:
     spec = {"obs": reverb_py.TensorSpec((3,), "float32"), "act": reverb_py.TensorSpec((), "int64")}
-    table = make_table(sampler=selectors.Prioritized(0.7), remover=selectors.Fifo(),
-                       max_size=3, max_times_sampled=5,
-                       limiter=rate_limiters.SampleToInsertRatio(2.0, 1, 10.0),
-                       signature=spec)
+    table = make_table(
+        sampler=selectors.Prioritized(0.7),
+        remover=selectors.Fifo(),
+        max_size=3,
+        max_times_sampled=5,
+        limiter=rate_limiters.SampleToInsertRatio(2.0, 1, 10.0),
+        signature=spec,
+    )
     await table.insert(Item(1, 1.0, episode_ids=(100, 100)))
     await table.insert(Item(2, 1.0, episode_ids=(100, 200)))
     await table.insert(Item(3, 1.0, episode_ids=(300,)))

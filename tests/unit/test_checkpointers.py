@@ -52,12 +52,12 @@ INFO_FIELDS = (
 # ---------------------------------------------------------------------------- helpers
 
 
-
 def as_trajectory(trajectory):
     """Items hold trajectories serialised once loaded (as the server keeps them)."""
     if isinstance(trajectory, (bytes, bytearray)):
         return schema_pb2.FlatTrajectory.FromString(bytes(trajectory))
     return trajectory
+
 
 def make_chunk(
     key: int, episode_id: int, payload: bytes = b"", *, steps: int = 1, tensors: int = 1
@@ -363,9 +363,7 @@ def test_timestamp_names() -> None:
     assert layout.parse_timestamp("2026-11-30T05-40-01.1+00:00") is None
     # Reverb's names: local zone, as many fraction digits as needed.
     assert layout.parse_timestamp("2026-11-30T06:40:01.123456789+01:00") == ns
-    assert layout.parse_timestamp("2026-11-30T05:40:01.5Z") == (
-        ns - 123_456_789 + 500_000_000
-    )
+    assert layout.parse_timestamp("2026-11-30T05:40:01.5Z") == (ns - 123_456_789 + 500_000_000)
     assert layout.parse_timestamp("2026-11-30T05:40:01+00:00") == ns - 123_456_789
     for bad in ("stray.txt", "zzz", "2026-13-30T05:40:01+00:00", ".tmp-x", "2026-11-30"):
         assert layout.parse_timestamp(bad) is None
@@ -381,8 +379,17 @@ def test_saved_names_have_no_character_windows_forbids(tmp_path: Path) -> None:
 
 def test_names_sort_in_time_order_within_one_offset() -> None:
     base = 1_796_017_201_000_000_000
-    steps = [0, 1, 999, 10**9 - 1, 10**9, 59 * 10**9, 3600 * 10**9, 86_400 * 10**9,
-             400 * 86_400 * 10**9]
+    steps = [
+        0,
+        1,
+        999,
+        10**9 - 1,
+        10**9,
+        59 * 10**9,
+        3600 * 10**9,
+        86_400 * 10**9,
+        400 * 86_400 * 10**9,
+    ]
     for offset in (0, 3600, -18_000):
         names = [layout.format_timestamp(base + step, offset) for step in steps]
         assert names == sorted(names) and len(set(names)) == len(names)
@@ -394,17 +401,23 @@ def test_names_sort_in_time_order_against_reverbs(offset: int) -> None:
     one sort in time order, except within one hour with Reverb's name first (see
     test_an_older_checkpoint_that_sorts_last_is_renamed)."""
     base = 1_796_017_200_000_000_000  # On the hour.
-    for earlier, later in [(0, 1), (0, 59 * 60 * 10**9), (0, 3600 * 10**9),
-                           (10**9, 3601 * 10**9), (0, 86_400 * 10**9)]:
+    for earlier, later in [
+        (0, 1),
+        (0, 59 * 60 * 10**9),
+        (0, 3600 * 10**9),
+        (10**9, 3601 * 10**9),
+        (0, 86_400 * 10**9),
+    ]:
         reverb_first = reverb_name(base + earlier, offset) < layout.format_timestamp(
-            base + later, offset)
+            base + later, offset
+        )
         ours_first = layout.format_timestamp(base + earlier, offset) < reverb_name(
-            base + later, offset)
+            base + later, offset
+        )
         assert ours_first, (earlier, later)
         same_hour = (base + earlier) // (3600 * 10**9) == (base + later) // (3600 * 10**9)
         assert reverb_first != same_hour, (earlier, later)
-        assert layout.parse_timestamp(reverb_name(base + later, offset)) == (
-            base + later)
+        assert layout.parse_timestamp(reverb_name(base + later, offset)) == (base + later)
 
 
 def test_a_reverb_named_checkpoint_is_loaded(tmp_path: Path) -> None:
@@ -460,8 +473,7 @@ def test_an_older_checkpoint_that_sorts_last_is_renamed(
     assert len(names) == 2 and all(name.endswith("+00-00") for name in names)
     renamed = DefaultCheckpointer(tmp_path).load(tmp_path / names[0], parse_chunk)
     assert [s.checkpoint.table_name for s in renamed] == ["first"]
-    assert layout.parse_timestamp(names[0]) == layout.parse_timestamp(
-        os.path.basename(first))
+    assert layout.parse_timestamp(names[0]) == layout.parse_timestamp(os.path.basename(first))
 
 
 def test_names_grow_even_within_one_nanosecond(
@@ -646,8 +658,9 @@ async def test_every_checkpoint_damaged_raises_instead_of_starting_empty(
     paths = [checkpointer.save([(await filled_table("t", [i])).snapshot()]) for i in range(2)]
     for path in paths:
         flip_byte(Path(path) / "items.tfrecord")
-    with caplog.at_level(logging.WARNING, logger="reverb_py"), pytest.raises(
-        CheckpointCorruptedError, match="No checkpoint could be loaded"
+    with (
+        caplog.at_level(logging.WARNING, logger="reverb_py"),
+        pytest.raises(CheckpointCorruptedError, match="No checkpoint could be loaded"),
     ):
         checkpointer.load_latest(parse_chunk)
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 2
@@ -977,9 +990,10 @@ def test_reverb_api_surface(tmp_path: Path) -> None:
 def big_table(name: str, count: int) -> Table:
     table = Table(name, selectors.Fifo(), selectors.Fifo(), count, rate_limiters.MinSize(1))
     chunks = [make_chunk(50_000 + index, index // 7) for index in range(count // 3 + 1)]
-    items = [make_item(key, 0.5 + key, *dict.fromkeys([chunks[key // 3], chunks[key // 4]]),
-                       columns=2)
-             for key in range(count)]
+    items = [
+        make_item(key, 0.5 + key, *dict.fromkeys([chunks[key // 3], chunks[key // 4]]), columns=2)
+        for key in range(count)
+    ]
     for position, item in enumerate(items):
         item.inserted_at = 1_000 + position
         item.times_sampled = position % 5
@@ -994,8 +1008,9 @@ def test_many_items_across_batches_round_trip(tmp_path: Path) -> None:
     path = DefaultCheckpointer(tmp_path).save(snapshots, lambda b, i: calls.append((b, i)))
     total = sum(len(snapshot.items) for snapshot in snapshots)
     assert calls[-1][1] == total
-    assert all(later[1] - earlier[1] <= layout.PROGRESS_ITEMS
-               for earlier, later in zip(calls, calls[1:]))
+    assert all(
+        later[1] - earlier[1] <= layout.PROGRESS_ITEMS for earlier, later in zip(calls, calls[1:])
+    )
     loaded = DefaultCheckpointer(tmp_path).load(path, parse_chunk)
     assert state(loaded) == state(snapshots)
     # Chunks shared between items stay shared.
@@ -1018,8 +1033,7 @@ def test_items_in_the_old_layout_among_current_ones_keep_their_order(tmp_path: P
             writer.write(record)
     [loaded] = DefaultCheckpointer(tmp_path).load(path, parse_chunk)
     assert [item.key for item in loaded.items] == [item.key for item in snapshot.items]
-    assert [chunk.data for chunk in loaded.items[4].chunks] == [
-        snapshot.items[4].chunks[0].data]
+    assert [chunk.data for chunk in loaded.items[4].chunks] == [snapshot.items[4].chunks[0].data]
     assert state([loaded])[0][1][5:] == state([snapshot])[0][1][5:]
 
 

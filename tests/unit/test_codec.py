@@ -275,8 +275,18 @@ def test_string_lengths_are_varints(length: int, varint: str) -> None:
         np.array([b""] * 5, dtype=object),
         object_array([bytearray(b"ba"), memoryview(b"mv"), np.arange(3, dtype="<i4").data]),
     ],
-    ids=["mixed", "unicode", "bytes", "2d", "scalar", "empty-scalar", "zero-size", "zero-size-3d",
-         "all-empty", "bytes-like"],
+    ids=[
+        "mixed",
+        "unicode",
+        "bytes",
+        "2d",
+        "scalar",
+        "empty-scalar",
+        "zero-size",
+        "zero-size-3d",
+        "all-empty",
+        "bytes-like",
+    ],
 )
 def test_string_round_trip(array: np.ndarray) -> None:
     def as_bytes(item: Any) -> bytes:
@@ -633,7 +643,7 @@ def test_delta_round_trip(dtype: Any) -> None:
     encoded = _tensor.delta_encode(array)
     assert encoded.dtype == array.dtype
     assert_same(encoded[0], array[0])
-    expected_row = (array[3].view(f"u{array.itemsize}") - array[2].view(f"u{array.itemsize}"))
+    expected_row = array[3].view(f"u{array.itemsize}") - array[2].view(f"u{array.itemsize}")
     assert_same(encoded[3], expected_row.view(array.dtype))
     assert_same(_tensor.delta_decode(encoded), array)
 

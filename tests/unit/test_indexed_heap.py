@@ -86,9 +86,7 @@ def test_sample_does_not_change_anything(impl: Any) -> None:
 
 
 def test_infinities_negatives_and_zero_signs(impl: Any) -> None:
-    heap = _fill(
-        impl, True, [(1, math.inf), (2, -math.inf), (3, -0.0), (4, 0.0), (5, -1e308)]
-    )
+    heap = _fill(impl, True, [(1, math.inf), (2, -math.inf), (3, -0.0), (4, 0.0), (5, -1e308)])
     assert _drain(heap) == [2, 5, 3, 4, 1]
     heap = _fill(impl, False, [(1, math.inf), (2, -math.inf), (3, -0.0), (4, 0.0)])
     assert _drain(heap) == [1, 3, 4, 2]
@@ -181,8 +179,39 @@ def test_update_moves_up_and_down(impl: Any) -> None:
     assert heap.sample(0.0) == (1, 1.0)
     heap.update(16, 0.5)  # middle moves up
     heap.update(1, 16.5)  # top moves to the middle
-    assert _drain(heap) == [16, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 1, 17, 18,
-                            19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31]
+    assert _drain(heap) == [
+        16,
+        2,
+        3,
+        4,
+        5,
+        6,
+        7,
+        8,
+        9,
+        10,
+        11,
+        12,
+        13,
+        14,
+        15,
+        1,
+        17,
+        18,
+        19,
+        20,
+        21,
+        22,
+        23,
+        24,
+        25,
+        26,
+        27,
+        28,
+        29,
+        30,
+        31,
+    ]
 
 
 def test_update_many_applies_in_order_last_wins(impl: Any) -> None:

@@ -136,7 +136,7 @@ def test_sparse_chunk_when_a_column_skips_steps() -> None:
             refs.append(step_refs[1])
     writer.CreateItem("t", 1.0, [refs], [False])
     writer.Flush()
-    (chunk,) = [c for c in fake.chunks_sent]
+    (chunk,) = list(fake.chunks_sent)
     assert (chunk.sequence_range.start, chunk.sequence_range.end) == (0, 4)
     assert chunk.sequence_range.sparse
     assert_arrays_equal(fake.decoded(0)[0], np.array([0, 20, 40]))
@@ -145,8 +145,12 @@ def test_sparse_chunk_when_a_column_skips_steps() -> None:
 def test_consecutive_refs_of_one_chunk_merge_into_one_slice() -> None:
     writer, fake = make_writer(constant(4, 8))
     refs = refs_of(writer, list(range(6)))
-    writer.CreateItem("t", 1.0, [refs[0:4], refs[0:3:2], refs[2:6], [refs[1], refs[1]], [refs[5]]],
-                      [False, False, False, False, True])
+    writer.CreateItem(
+        "t",
+        1.0,
+        [refs[0:4], refs[0:3:2], refs[2:6], [refs[1], refs[1]], [refs[5]]],
+        [False, False, False, False, True],
+    )
     writer.Flush()
     (entry,) = fake.inserted
     columns = entry.item.flat_trajectory.columns
@@ -191,9 +195,7 @@ def test_numpy_string_arrays_become_bytes() -> None:
     assert refs[0].dtype == np.dtype(object)
     writer.CreateItem("t", 1.0, [refs], [False])
     writer.Flush()
-    assert_arrays_equal(
-        fake.decoded(0)[0], np.array([[b"ab", b"c"], [b"x", b"yz"]], dtype=object)
-    )
+    assert_arrays_equal(fake.decoded(0)[0], np.array([[b"ab", b"c"], [b"x", b"yz"]], dtype=object))
 
 
 def test_delta_encoded_chunks_round_trip() -> None:
@@ -420,9 +422,9 @@ def signed_writer() -> tuple[InternalTrajectoryWriter, FakeTransport]:
     signature = flatten_signature(
         {"obs": TensorSpec((None,), np.float32), "act": TensorSpec((), np.int64)}
     )
-    return make_writer(signatures={"signed": signature, "free": None, "plain": [
-        TensorSpec((3,), np.float32)
-    ]})
+    return make_writer(
+        signatures={"signed": signature, "free": None, "plain": [TensorSpec((3,), np.float32)]}
+    )
 
 
 def test_unknown_table_is_refused_when_validating() -> None:
@@ -447,9 +449,7 @@ def test_items_are_checked_against_the_signature() -> None:
     writer.CreateItem("signed", 1.0, [[act[0]], obs], [True, False])
     writer.CreateItem("plain", 1.0, [obs], [False])
     prefix = r"^Unable to create item in table 'signed' since the provided trajectory is "
-    with pytest.raises(
-        ValueError, match=prefix + r".*has 1 columns but the table signature has 2"
-    ):
+    with pytest.raises(ValueError, match=prefix + r".*has 1 columns but the table signature has 2"):
         writer.CreateItem("signed", 1.0, [[act[0]]], [True])
     with pytest.raises(
         ValueError,
@@ -920,9 +920,7 @@ def test_configure_chunker() -> None:
     refs = refs_of(writer, [1.0, 2.0, 3.0], column=1)
     writer.CreateItem("t", 1.0, [[first], refs], [True, False])
     writer.Flush()
-    lengths = sorted(
-        c.sequence_range.end - c.sequence_range.start + 1 for c in fake.chunks_sent
-    )
+    lengths = sorted(c.sequence_range.end - c.sequence_range.start + 1 for c in fake.chunks_sent)
     assert lengths == [1, 3]  # column 0 flushed after 1 step, column 1 chunked by 3
     keep = refs_of(writer, [4.0, 5.0, 6.0], column=1)
     writer.ConfigureChunker(1, constant(1, 1))  # fewer live refs: the older ones expire

@@ -205,7 +205,7 @@ def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for target in sorted(edges.get(node, ())):
             if state.get(target) == 1:
-                return stack[stack.index(target):] + [target]
+                return stack[stack.index(target) :] + [target]
             if target not in state:
                 found = walk(target)
                 if found:
@@ -225,7 +225,8 @@ def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
 def test_no_import_cycle_at_import_time() -> None:
     edges = {
         module: {
-            target for target, _, at_import_time in imported
+            target
+            for target, _, at_import_time in imported
             if at_import_time and target != "reverb_py" and not module.startswith(target + ".")
         }
         for module, imported in graph().items()

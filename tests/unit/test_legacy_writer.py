@@ -235,9 +235,7 @@ def test_signature_count_and_dtype_mismatches() -> None:
 
 
 def test_create_item_blocks_beyond_max_in_flight_items() -> None:
-    writer, fake = new_writer(
-        1, transport=FakeTransport(auto_confirm=False), max_in_flight_items=2
-    )
+    writer, fake = new_writer(1, transport=FakeTransport(auto_confirm=False), max_in_flight_items=2)
     created: list[int] = []
 
     def produce() -> None:

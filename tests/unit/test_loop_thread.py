@@ -26,11 +26,15 @@ def test_a_grpc_event_of_a_closed_loop_is_dropped_quietly(caplog) -> None:
     try:
         caplog.set_level(logging.DEBUG)
         handle = asyncio.Handle(PollerCompletionQueue()._handle_events, (), loop_thread.loop)
-        loop_thread.run(_report({
-            "message": "Exception in callback",
-            "exception": RuntimeError("Event loop is closed"),
-            "handle": handle,
-        }))
+        loop_thread.run(
+            _report(
+                {
+                    "message": "Exception in callback",
+                    "exception": RuntimeError("Event loop is closed"),
+                    "handle": handle,
+                }
+            )
+        )
         errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
         assert not errors
         assert any("event loop that is closed" in r.getMessage() for r in caplog.records)
@@ -40,8 +44,11 @@ def test_a_grpc_event_of_a_closed_loop_is_dropped_quietly(caplog) -> None:
 
 @pytest.mark.parametrize(
     "exception, with_grpc_handle",
-    [(RuntimeError("Event loop is closed"), False), (RuntimeError("other"), True),
-     (ValueError("Event loop is closed"), True)],
+    [
+        (RuntimeError("Event loop is closed"), False),
+        (RuntimeError("other"), True),
+        (ValueError("Event loop is closed"), True),
+    ],
 )
 def test_every_other_error_still_reaches_the_default_handler(
     caplog, exception, with_grpc_handle
@@ -51,11 +58,15 @@ def test_every_other_error_still_reaches_the_default_handler(
         caplog.set_level(logging.DEBUG)
         callback = PollerCompletionQueue()._handle_events if with_grpc_handle else print
         handle = asyncio.Handle(callback, (), loop_thread.loop)
-        loop_thread.run(_report({
-            "message": "Exception in callback",
-            "exception": exception,
-            "handle": handle,
-        }))
+        loop_thread.run(
+            _report(
+                {
+                    "message": "Exception in callback",
+                    "exception": exception,
+                    "handle": handle,
+                }
+            )
+        )
         errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
         assert len(errors) == 1 and errors[0].name == "asyncio"
     finally:

@@ -161,8 +161,9 @@ def test_large_keys(impl: Any) -> None:
         assert ordered.sample(0.0) == ((0 if lifo else KEY_MAX), 1.0)
         ordered.delete(KEY_MAX)
         assert KEY_MAX not in ordered and KEY_MAX - 1 in ordered
-        assert _drain(ordered) == ([0, 2**63 - 1, KEY_MAX - 1, 2**63] if lifo
-                                   else [2**63, KEY_MAX - 1, 2**63 - 1, 0])
+        assert _drain(ordered) == (
+            [0, 2**63 - 1, KEY_MAX - 1, 2**63] if lifo else [2**63, KEY_MAX - 1, 2**63 - 1, 0]
+        )
 
 
 def test_contains(impl: Any) -> None:
@@ -305,7 +306,9 @@ def test_copy_and_pickle(impl: Any) -> None:
         ordered = _fill(impl, lifo, [3, KEY_MAX, 1, 2])
         ordered.delete(1)
         for clone in (
-            copy.deepcopy(ordered), pickle.loads(pickle.dumps(ordered)), copy.copy(ordered)
+            copy.deepcopy(ordered),
+            pickle.loads(pickle.dumps(ordered)),
+            copy.copy(ordered),
         ):
             assert type(clone) is type(ordered)
             assert _snapshot(clone) == _snapshot(ordered)

@@ -146,9 +146,7 @@ def test_file_names_and_packages(module: Any) -> None:
 def test_message_names() -> None:
     assert schema_pb2.ChunkData.DESCRIPTOR.full_name == "reverb_py.proto.ChunkData"
     assert tensor_pb2.TensorProto.DESCRIPTOR.full_name == "reverb_py.tensorflow.TensorProto"
-    assert (
-        struct_pb2.StructuredValue.DESCRIPTOR.full_name == "reverb_py.tensorflow.StructuredValue"
-    )
+    assert struct_pb2.StructuredValue.DESCRIPTOR.full_name == "reverb_py.tensorflow.StructuredValue"
     assert (
         schema_pb2.FlatTrajectory.ChunkSlice.DESCRIPTOR.full_name
         == "reverb_py.proto.FlatTrajectory.ChunkSlice"
@@ -689,9 +687,7 @@ BYTE_CASES: list[tuple[str, _message.Message, str]] = [
     (
         "sv_dict",
         struct_pb2.StructuredValue(
-            dict_value=struct_pb2.DictValue(
-                fields={"a": struct_pb2.StructuredValue(none_value={})}
-            )
+            dict_value=struct_pb2.DictValue(fields={"a": struct_pb2.StructuredValue(none_value={})})
         ),
         # map entry {1: key "a", 2: value {none_value}}
         "aa 03 09 0a 07 0a 01 61 12 02 0a 00",
@@ -881,8 +877,7 @@ BYTE_CASES: list[tuple[str, _message.Message, str]] = [
             signature=struct_pb2.StructuredValue(none_value={}),
             num_unique_samples=3,
         ),
-        "0a 01 74 12 02 08 01 1a 00 22 02 10 01 2a 02 08 01 30 0a 38 01 40 02"
-        " 4a 02 0a 00 50 03",
+        "0a 01 74 12 02 08 01 1a 00 22 02 10 01 2a 02 08 01 30 0a 38 01 40 02 4a 02 0a 00 50 03",
     ),
     (
         "rate_limiter_checkpoint",

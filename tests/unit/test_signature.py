@@ -213,7 +213,7 @@ def test_tensor_spec_exact_bytes() -> None:
 def test_scalar_unnamed_spec_exact_bytes() -> None:
     # The shape message is present even when empty (as TF writes it); no name field.
     proto = encode_signature(TensorSpec((), np.int64))
-    assert proto.SerializeToString() == bytes.fromhex("8a0204" "1200" "1809")
+    assert proto.SerializeToString() == bytes.fromhex("8a020412001809")
 
 
 def test_unknown_dims_and_rank_encoding() -> None:
@@ -236,7 +236,7 @@ def test_bounded_spec_encoding() -> None:
     assert bounded.minimum.tensor_content == bytes.fromhex("ffffffff")
     assert [dim.size for dim in bounded.maximum.tensor_shape.dim] == [2]
     # Little-endian raw bytes, uncompressed.
-    assert bounded.maximum.tensor_content == bytes.fromhex("05000000" "00010000")
+    assert bounded.maximum.tensor_content == bytes.fromhex("0500000000010000")
     assert not bounded.maximum.int_val
 
 

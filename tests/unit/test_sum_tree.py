@@ -409,7 +409,7 @@ def test_all_zero_weights_sample_uniformly(impl: types.SimpleNamespace) -> None:
 
 @pytest.mark.parametrize("n", [1, 3, 10, 1000])
 def test_uniform_fallback_last_slot(impl: types.SimpleNamespace, n: int) -> None:
-    tree = filled(impl, 1.0, {k: 0.0 for k in range(n)})
+    tree = filled(impl, 1.0, dict.fromkeys(range(n), 0.0))
     assert tree.sample(BELOW_ONE) == (n - 1, 1.0 / n)
     assert tree.sample(0.0) == (0, 1.0 / n)
 

@@ -176,8 +176,7 @@ def test_append_errors_name_column_paths() -> None:
     with pytest.raises(ValueError) as raised:
         writer.append({"scalar": 1.0, "nest": {"sub": 3}})
     assert str(raised.value) == (
-        "Tensor of wrong dtype provided for column ('nest', 'sub'). Got int64 but expected "
-        "double."
+        "Tensor of wrong dtype provided for column ('nest', 'sub'). Got int64 but expected double."
     )
     with pytest.raises(ValueError) as raised:
         writer.append({"scalar": np.zeros(2), "nest": {"sub": 3.0}})
@@ -205,9 +204,7 @@ def test_partial_steps() -> None:
     assert [len(column) for column in writer.history.values()] == [1, 1, 1]
     writer.append({"x": 2, "y": "b", "z": 3.5})
     history = writer.history
-    writer.create_item(
-        "t", 1.0, {"x": history["x"][:], "y": history["y"][:], "z": history["z"][:]}
-    )
+    writer.create_item("t", 1.0, {"x": history["x"][:], "y": history["y"][:], "z": history["z"][:]})
     writer.flush()
     x, y, z = fake.decoded(0)
     assert x.tolist() == [1, 2] and y.tolist() == [b"late", b"b"] and z.tolist() == [2.5, 3.5]

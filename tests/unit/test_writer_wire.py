@@ -18,6 +18,7 @@ import reverb_py as reverb
 from reverb_py import _impl
 from reverb_py._codec.chunk import encode_chunk
 from reverb_py._proto import reverb_service_pb2, schema_pb2
+from reverb_py._pure.mutations import encode_mutate_request
 from reverb_py._writer import engine
 from reverb_py._writer.engine import (
     AutoTunedChunkerOptions,
@@ -25,7 +26,6 @@ from reverb_py._writer.engine import (
     InternalTrajectoryWriter,
     OutgoingBatch,
 )
-from reverb_py._pure.mutations import encode_mutate_request
 from reverb_py.table import Item, Table
 from reverb_py.trajectory_writer import TrajectoryColumn, TrajectoryWriter
 from tests.codec_oracles import build_chunk
@@ -70,9 +70,7 @@ def test_encode_chunk_is_build_chunk_serialized(
         expected = build_chunk(
             key, episode, start, end, [array], delta_encoded=delta, sparse=sparse
         ).SerializeToString()
-        got = encode_chunk(
-            key, episode, start, end, [array], delta_encoded=delta, sparse=sparse
-        )
+        got = encode_chunk(key, episode, start, end, [array], delta_encoded=delta, sparse=sparse)
         assert got == expected
 
 
@@ -80,9 +78,7 @@ def test_encode_chunk_several_columns_and_errors() -> None:
     columns = [np.zeros((2, 3), np.float32), np.array([b"a", b""], dtype=object)]
     expected = build_chunk(9, 1, 0, 1, columns).SerializeToString()
     assert encode_chunk(9, 1, 0, 1, columns) == expected
-    assert encode_chunk(9, 1, 0, 0, []) == build_chunk(
-        9, 1, 0, 0, []
-    ).SerializeToString()
+    assert encode_chunk(9, 1, 0, 0, []) == build_chunk(9, 1, 0, 0, []).SerializeToString()
     with pytest.raises(reverb.errors.InvalidArgumentError):
         encode_chunk(1, 1, 5, 4, columns)
     with pytest.raises(reverb.errors.InvalidArgumentError):
@@ -138,9 +134,7 @@ def test_encode_mutate_request_parses_as_the_message() -> None:
         (None, ["x"]),
     ],
 )
-def test_encode_mutate_request_leaves_odd_values_to_the_message(
-    updates: Any, deletes: Any
-) -> None:
+def test_encode_mutate_request_leaves_odd_values_to_the_message(updates: Any, deletes: Any) -> None:
     assert encode_mutate_request("t", updates, deletes) is None
 
 
