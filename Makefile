@@ -1,6 +1,9 @@
 # reverb_py: the two commands a user needs are `make run` and `make test`.
 #
-#   make test     create .venv, build the Cython modules, run the suite compiled, then pure
+#   make test     create .venv, lint and type-check, build the Cython modules, run the
+#                 suite compiled, then pure
+#   make lint     ruff check and ruff format --check
+#   make typecheck  mypy --strict over reverb_py
 #   make test-debug  the integration tests in asyncio debug mode
 #   make run      start the replay server daemon on localhost with the default table
 #   make build    (re)build the compiled modules in place
@@ -21,7 +24,7 @@ JOBS ?= $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
 REVERB_PYTHON ?= python3.11
 REVERB_VENV ?= .venv-reverb
 
-.PHONY: test test-debug test-packaging run build debug protos bench interop clean
+.PHONY: test lint typecheck test-debug test-packaging run build debug protos bench interop clean
 
 # The editable install compiles nothing (REVERB_PY_NO_EXTENSIONS=1): `build` compiles
 # every module once, in place, where the editable package imports them from.
@@ -41,7 +44,16 @@ build: $(VENV)/.installed
 	$(PY) setup.py --quiet build_ext --inplace --parallel $(JOBS)
 	@$(PY) -c "import reverb_py; print('reverb_py: implementation', reverb_py.IMPLEMENTATION)"
 
-test: build
+# ruff (pinned in the dev extra): lint rules and formatting, as configured in pyproject.toml.
+lint: $(VENV)/.installed
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+# mypy --strict over the package (settings in setup.cfg).
+typecheck: $(VENV)/.installed
+	$(PY) -m mypy
+
+test: lint typecheck build
 	REVERB_PY_REQUIRE_SPEEDUPS=1 $(PY) -m pytest -m "not packaging" $(PYTEST_ARGS)
 	REVERB_PY_NO_EXTENSIONS=1 $(PY) -m pytest -m "not packaging" $(PYTEST_ARGS)
 
