@@ -29,13 +29,15 @@ class SampleInfo(NamedTuple):
     @classmethod
     def dtypes(cls) -> SampleInfo:
         """The numpy dtype of each field."""
-        return cls(
+        dtypes = (
             np.dtype(np.uint64),
             np.dtype(np.float64),
             np.dtype(np.int64),
             np.dtype(np.float64),
             np.dtype(np.int32),
         )
+        # The fields hold dtypes here, not the values their annotations name (Reverb's API).
+        return cls(*dtypes)  # type: ignore[arg-type]
 
     @classmethod
     def tf_dtypes(cls) -> SampleInfo:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from reverb_py._proto import schema_pb2
+
+if TYPE_CHECKING:
+    # The package (not item_selectors, a higher layer), for the forward reference below.
+    import reverb_py
 
 __all__ = ["TableInfo", "SpecNest", "SelectorType"]
 
@@ -13,7 +17,7 @@ __all__ = ["TableInfo", "SpecNest", "SelectorType"]
 SpecNest = Any
 
 #: What a table accepts as sampler or remover.
-SelectorType = Union["reverb_py.item_selectors.ItemSelector"]  # noqa: F821
+SelectorType = Union["reverb_py.item_selectors.ItemSelector"]
 
 
 @dataclasses.dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import numpy as np
@@ -71,7 +71,8 @@ async def sample_stream(
                 raise errors.UnavailableError(
                     f"Sample stream ended after {produced} of {num_samples} samples ({code})."
                 )
-            for entry in response.entries:
+            # The stubs type read() as `object` (EOF or a message); past EOF it is a message.
+            for entry in cast(reverb_service_pb2.SampleStreamResponse, response).entries:
                 if entry.HasField("info"):
                     info = entry.info
                     chunks = {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import operator
 import struct
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import Any, Final
 
 from reverb_py._pure._common import KEY_MAX
 
@@ -101,12 +101,13 @@ def encode_item(key: int, table: bytes, priority: float, flat_trajectory: bytes)
     )
 
 
-def encode_column(slices: Sequence[tuple[bytes, int, int]], squeeze: bool) -> bytes:
+def encode_column(slices: Sequence[Sequence[Any]], squeeze: bool) -> bytes:
     """One ``FlatTrajectory.columns`` entry (field 1 of ``FlatTrajectory``, with its tag).
 
     Args:
-      slices: per ``ChunkSlice``, its encoded ``chunk_key`` field (``b"\\x08"`` and the
-        key's varint, cached per chunk), its offset and its length (index 0).
+      slices: per ``ChunkSlice``, a tuple or list of its encoded ``chunk_key`` field
+        (``b"\\x08"`` and the key's varint, cached per chunk), its offset and its length
+        (index 0).
       squeeze: the column's ``squeeze`` flag.
     """
     parts = []

@@ -600,7 +600,7 @@ class RecordReader:
         length, length_crc = _HEADER.unpack_from(pending)
         if masked_crc32c(pending[:8]) != length_crc:
             raise self._corrupt("checksum mismatch in the length field.")
-        missing = length + _HEADER_SIZE + _FOOTER_SIZE - len(pending)
+        missing: int = length + _HEADER_SIZE + _FOOTER_SIZE - len(pending)
         if missing <= 0:  # Complete, yet refused by split_records.
             raise self._corrupt("checksum mismatch in the payload.")
         return missing

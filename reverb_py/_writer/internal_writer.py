@@ -421,7 +421,7 @@ class _Item:
         key: int,
         table: str,
         priority: float,
-        refs: list[list[CellRef]] | None,
+        refs: list[Sequence[CellRef]] | None,
         squeeze: list[bool],
     ) -> None:
         self.key = key
@@ -562,7 +562,7 @@ def _to_array(value: object) -> npt.NDArray[Any]:
         # The common case: an array of a numeric dtype already in normal form.
         dtype = value.dtype
         if _NORMAL_DTYPES.get(dtype) is dtype:
-            array = value.copy()
+            array: npt.NDArray[Any] = value.copy()
             array.flags.writeable = False
             return array
     try:
@@ -943,7 +943,9 @@ class InternalTrajectoryWriter:
             raise InvalidArgumentError(
                 f"Got {len(refs_per_column)} columns but {len(squeeze_per_column)} squeeze flags."
             )
-        columns = [column if type(column) is tuple else list(column) for column in refs_per_column]
+        columns: list[Sequence[CellRef]] = [
+            column if type(column) is tuple else list(column) for column in refs_per_column
+        ]
         squeeze = [flag is True or bool(flag) for flag in squeeze_per_column]
         with self._lock:
             if self._closed or self._error is not None:
@@ -986,7 +988,7 @@ class InternalTrajectoryWriter:
     def _validate_item_locked(
         self,
         table: str,
-        columns: list[list[CellRef]],
+        columns: list[Sequence[CellRef]],
         squeeze: list[bool],
         validate_signature: bool,
     ) -> None:

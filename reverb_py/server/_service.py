@@ -57,7 +57,7 @@ class ReverbServicer:
 
     def handler(self) -> grpc.GenericRpcHandler:
         """The generic handler serving this servicer at Reverb's method paths."""
-        methods: dict[str, grpc.RpcMethodHandler] = {
+        methods: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             "ServerInfo": grpc.unary_unary_rpc_method_handler(
                 self.ServerInfo,
                 request_deserializer=reverb_service_pb2.ServerInfoRequest.FromString,
@@ -100,13 +100,19 @@ class ReverbServicer:
         }
         return grpc.method_handlers_generic_handler(SERVICE, methods)
 
-    async def _abort(self, context: grpc.aio.ServicerContext, error: BaseException) -> None:
+    async def _abort(
+        self, context: grpc.aio.ServicerContext[Any, Any], error: BaseException
+    ) -> None:
         await context.abort(status_for_error(error), str(error))
 
     # ------------------------------------------------------------ unary
 
     async def ServerInfo(  # noqa: N802 - the proto's method name.
-        self, request: Any, context: grpc.aio.ServicerContext
+        self,
+        request: Any,
+        context: grpc.aio.ServicerContext[
+            reverb_service_pb2.ServerInfoRequest, reverb_service_pb2.ServerInfoResponse
+        ],
     ) -> reverb_service_pb2.ServerInfoResponse:
         response = reverb_service_pb2.ServerInfoResponse()
         response.tables_state_id.CopyFrom(self._tables_state_id)
@@ -114,7 +120,11 @@ class ReverbServicer:
         return response
 
     async def Reset(  # noqa: N802
-        self, request: Any, context: grpc.aio.ServicerContext
+        self,
+        request: Any,
+        context: grpc.aio.ServicerContext[
+            reverb_service_pb2.ResetRequest, reverb_service_pb2.ResetResponse
+        ],
     ) -> reverb_service_pb2.ResetResponse:
         try:
             self._table(request.table).reset()
@@ -123,7 +133,7 @@ class ReverbServicer:
         return reverb_service_pb2.ResetResponse()
 
     async def MutatePriorities(  # noqa: N802
-        self, request: bytes, context: grpc.aio.ServicerContext
+        self, request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]
     ) -> bytes:
         try:
             # A malformed request is an InvalidArgumentError (INVALID_ARGUMENT).
@@ -134,7 +144,11 @@ class ReverbServicer:
         return b""  # an empty MutatePrioritiesResponse
 
     async def Checkpoint(  # noqa: N802
-        self, request: Any, context: grpc.aio.ServicerContext
+        self,
+        request: Any,
+        context: grpc.aio.ServicerContext[
+            reverb_service_pb2.CheckpointRequest, reverb_service_pb2.CheckpointResponse
+        ],
     ) -> reverb_service_pb2.CheckpointResponse:
         if self._checkpointer is None:
             await context.abort(
@@ -162,7 +176,12 @@ class ReverbServicer:
             return path
 
     async def InitializeConnection(  # noqa: N802
-        self, request_iterator: Any, context: grpc.aio.ServicerContext
+        self,
+        request_iterator: Any,
+        context: grpc.aio.ServicerContext[
+            reverb_service_pb2.InitializeConnectionRequest,
+            reverb_service_pb2.InitializeConnectionResponse,
+        ],
     ) -> Any:
         # The in-process shortcut is not offered: answer address 0 and end.
         async for _request in request_iterator:
@@ -172,7 +191,9 @@ class ReverbServicer:
     # ------------------------------------------------------------ insert
 
     async def InsertStream(  # noqa: N802
-        self, request_iterator: Any, context: grpc.aio.ServicerContext
+        self,
+        request_iterator: Any,
+        context: grpc.aio.ServicerContext[bytes, reverb_service_pb2.InsertStreamResponse],
     ) -> None:
         stream = _InsertStream(self, context)
         try:
@@ -183,7 +204,9 @@ class ReverbServicer:
     # ------------------------------------------------------------ sample
 
     async def SampleStream(  # noqa: N802
-        self, request_iterator: Any, context: grpc.aio.ServicerContext
+        self,
+        request_iterator: Any,
+        context: grpc.aio.ServicerContext[reverb_service_pb2.SampleStreamRequest, bytes],
     ) -> None:
         try:
             async for request in request_iterator:
@@ -209,7 +232,11 @@ class ReverbServicer:
 class _InsertStream:
     """The state of one insert stream: its chunks and its unconfirmed inserts."""
 
-    def __init__(self, servicer: ReverbServicer, context: grpc.aio.ServicerContext) -> None:
+    def __init__(
+        self,
+        servicer: ReverbServicer,
+        context: grpc.aio.ServicerContext[bytes, reverb_service_pb2.InsertStreamResponse],
+    ) -> None:
         self._servicer = servicer
         self._context = context
         self._chunks: dict[int, Chunk] = {}
