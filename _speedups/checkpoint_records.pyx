@@ -30,9 +30,21 @@ from _varint cimport put_varint
 from operator import index as _index
 
 from reverb_py._pure._common import KEY_MAX
-from reverb_py._pure.checkpoint_records import decode_item
-from reverb_py._pure.checkpoint_records import encode_stored_item as _pure_encode_stored_item
 from reverb_py.errors import InvalidArgumentError
+
+def _pure_twin():
+    """``reverb_py._pure.checkpoint_records``, imported on first use: only unusual input
+    goes there, so a compiled process does not import the pure twin (nor its tables)."""
+    from reverb_py._pure import checkpoint_records
+
+    return checkpoint_records
+
+
+def decode_item(payload, chunks, episodes, new_item):
+    """The pure twin's ``decode_item`` (protobuf's parse, for any record layout)."""
+    return _pure_twin().decode_item(payload, chunks, episodes, new_item)
+
+
 
 __all__ = [
     "chunk_key_and_episode",
@@ -80,7 +92,7 @@ cdef int64_t _NS = 1000000000
 cdef object _KEY_MAX = KEY_MAX
 
 # TFRecord's framing sizes, as C constants for split_records: the Python definitions
-# are HEADER_SIZE and FRAMING_SIZE of reverb_py._pure.checkpoint_records (and the mask
+# are HEADER_SIZE and FRAMING_SIZE of reverb_py._pure._common (and the mask
 # is crc32c.h's copy of its MASK_DELTA).
 cdef enum:
     _HEADER_SIZE = 12
@@ -214,7 +226,7 @@ def encode_stored_item(key, table, priority, times_sampled, inserted_at_ns,
             or not 0 <= key <= _KEY_MAX
             or not _INT64_MIN <= times_sampled < _INT64_END
             or not _INT64_MIN <= inserted_at_ns < _INT64_END):
-        return _pure_encode_stored_item(
+        return _pure_twin().encode_stored_item(
             key, table, priority, times_sampled, inserted_at_ns, flat_trajectory)
     key_value = key
     priority_value = priority

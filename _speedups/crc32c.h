@@ -117,7 +117,7 @@ inline uint32_t Crc32cExtend(uint32_t crc, const unsigned char* data, size_t siz
 }
 
 // TFRecord's masked CRC32C: ((crc >> 15) | (crc << 17)) + 0xa282ead8.
-// (The Python definition of the mask: MASK_DELTA in reverb_py/_pure/checkpoint_records.py.)
+// (The Python definition of the mask: MASK_DELTA in reverb_py/_pure/_common.py.)
 inline uint32_t MaskedCrc32c(const unsigned char* data, size_t size) {
   uint32_t crc = Crc32cExtend(0, data, size);
   return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;

@@ -27,7 +27,6 @@ from libcpp.vector cimport vector
 
 from _varint cimport put_varint, varint_size
 
-from reverb_py._pure import mutations as _pure
 from reverb_py.errors import InvalidArgumentError
 
 __all__ = [
@@ -94,6 +93,14 @@ cdef inline void _put_double(uint8_t* out, double value) noexcept:
         out[i] = <uint8_t>(bits >> (8 * i))
 
 
+
+def _pure_encode(table, updates, deletes):
+    """The pure twin's ``encode_mutate_request``, imported on first use (only unusual
+    input goes there, so a compiled process does not import the pure twin)."""
+    from reverb_py._pure import mutations
+
+    return mutations.encode_mutate_request(table, updates, deletes)
+
 def encode_mutate_request(table, updates, deletes):
     """A serialised ``MutatePrioritiesRequest``, or None when a key or priority is not a
     plain number (build the message instead, which raises the usual errors).
@@ -112,7 +119,7 @@ def encode_mutate_request(table, updates, deletes):
     if type(table) is not str or (updates is not None and type(updates) is not dict) or (
         deletes is not None and type(deletes) is not list and type(deletes) is not tuple
     ):
-        return _pure.encode_mutate_request(table, updates, deletes)
+        return _pure_encode(table, updates, deletes)
     cdef bytes name = table.encode("utf-8") if table else b""
     cdef Py_ssize_t num_updates = len(updates) if updates else 0
     cdef Py_ssize_t num_deletes = len(deletes) if deletes else 0
@@ -131,7 +138,7 @@ def encode_mutate_request(table, updates, deletes):
     if num_updates:
         while PyDict_Next(updates, &pos, &key_ptr, &value_ptr):
             if not _as_key(<object>key_ptr, &key) or not _as_double(<object>value_ptr, &priority):
-                return _pure.encode_mutate_request(table, updates, deletes)
+                return _pure_encode(table, updates, deletes)
             keys.push_back(key)
             priorities.push_back(priority)
             # 0x12, length, 0x08, the key's varint, 0x11, 8 bytes of double.
@@ -141,7 +148,7 @@ def encode_mutate_request(table, updates, deletes):
         delete_keys.reserve(num_deletes)
         for item in deletes:
             if not _as_key(item, &key):
-                return _pure.encode_mutate_request(table, updates, deletes)
+                return _pure_encode(table, updates, deletes)
             delete_keys.push_back(key)
             packed_size += varint_size(key)
     cdef Py_ssize_t name_size = len(name)

@@ -11,13 +11,21 @@ rare key that needs converting or is refused.
 from __future__ import annotations
 
 import operator
+import struct
 from collections.abc import Callable, Container, Iterator, Sequence
 from typing import TypeVar
 
 from reverb_py.errors import InvalidArgumentError, NotFoundError
 
 __all__ = [
+    "CRC",
+    "FOOTER_SIZE",
+    "FRAMING_SIZE",
+    "HEADER",
+    "HEADER_SIZE",
     "KEY_MAX",
+    "LENGTH",
+    "MASK_DELTA",
     "check_key",
     "check_priority",
     "check_same_length",
@@ -28,6 +36,17 @@ __all__ = [
 ]
 
 KEY_MAX = 2**64 - 1
+
+# TFRecord's framing, the one definition: the checkpoint_records twins and
+# reverb_py._storage read and write with these (the compiled twin keeps C copies of the
+# sizes, and crc32c.h of the mask).
+MASK_DELTA = 0xA282EAD8
+LENGTH = struct.Struct("<Q")
+CRC = struct.Struct("<I")
+HEADER = struct.Struct("<QI")
+HEADER_SIZE = HEADER.size  # 12: the length and its CRC
+FOOTER_SIZE = CRC.size  # 4: the payload's CRC
+FRAMING_SIZE = HEADER_SIZE + FOOTER_SIZE  # 16 bytes of framing per record
 
 _T = TypeVar("_T")
 

@@ -24,7 +24,6 @@ below, so both give protobuf's answer for every input.
 from __future__ import annotations
 
 import operator
-import struct
 import warnings
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
@@ -33,7 +32,16 @@ from google.protobuf.message import DecodeError
 
 from reverb_py._codec.fields import chunk_key_and_episode
 from reverb_py._proto import schema_pb2
-from reverb_py._pure._common import KEY_MAX
+from reverb_py._pure._common import (
+    CRC,
+    FOOTER_SIZE,
+    FRAMING_SIZE,
+    HEADER,
+    HEADER_SIZE,
+    KEY_MAX,
+    LENGTH,
+    MASK_DELTA,
+)
 from reverb_py._pure.wire import encode_item, encode_varint, length_delimited
 from reverb_py.errors import InvalidArgumentError
 
@@ -53,15 +61,6 @@ __all__ = [
     "split_records",
 ]
 
-# TFRecord's framing, the one definition (reverb_py._storage.tfrecord reads and writes
-# with these; the compiled twin keeps C copies of the sizes and the mask, crc32c.h).
-MASK_DELTA = 0xA282EAD8
-LENGTH = struct.Struct("<Q")
-CRC = struct.Struct("<I")
-HEADER = struct.Struct("<QI")
-HEADER_SIZE = HEADER.size  # 12: the length and its CRC
-FOOTER_SIZE = CRC.size  # 4: the payload's CRC
-FRAMING_SIZE = HEADER_SIZE + FOOTER_SIZE  # 16 bytes of framing per record
 _NS = 1_000_000_000
 _INT64_MIN = -(1 << 63)
 _INT64_END = 1 << 63

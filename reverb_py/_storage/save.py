@@ -11,7 +11,7 @@ from typing import Any
 
 from reverb_py import _impl
 from reverb_py._proto import checkpoint_pb2
-from reverb_py._pure.checkpoint_records import FRAMING_SIZE
+from reverb_py._pure._common import FRAMING_SIZE
 from reverb_py._storage import layout, tfrecord
 from reverb_py.table import TableSnapshot
 

@@ -37,11 +37,11 @@ from types import TracebackType
 from typing import IO, Any
 
 from reverb_py import _impl
-from reverb_py._pure.checkpoint_records import CRC as _CRC
-from reverb_py._pure.checkpoint_records import FOOTER_SIZE as _FOOTER_SIZE
-from reverb_py._pure.checkpoint_records import HEADER as _HEADER
-from reverb_py._pure.checkpoint_records import HEADER_SIZE as _HEADER_SIZE
-from reverb_py._pure.checkpoint_records import LENGTH as _LENGTH
+from reverb_py._pure._common import CRC as _CRC
+from reverb_py._pure._common import FOOTER_SIZE as _FOOTER_SIZE
+from reverb_py._pure._common import HEADER as _HEADER
+from reverb_py._pure._common import HEADER_SIZE as _HEADER_SIZE
+from reverb_py._pure._common import LENGTH as _LENGTH
 from reverb_py.errors import CorruptRecordError
 
 with warnings.catch_warnings():

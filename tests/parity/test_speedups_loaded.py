@@ -95,6 +95,20 @@ def test_compiled_code_is_live_when_required() -> None:
         assert module_file.endswith((".so", ".pyd")), module_file
 
 
+def test_a_compiled_process_imports_no_pure_twin() -> None:
+    """The compiled twins reach their pure twins only for unusual input, on first use."""
+    if not os.environ.get("REVERB_PY_REQUIRE_SPEEDUPS"):
+        pytest.skip("this run does not require the compiled structures")
+    script = (
+        "import sys, reverb_py, reverb_py.server, reverb_py.checkpointers\n"
+        "print(sorted(m for m in sys.modules if m.startswith('reverb_py._pure')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "['reverb_py._pure', 'reverb_py._pure._common']"
+
+
 def test_kill_switch_gives_pure_code() -> None:
     if not os.environ.get("REVERB_PY_NO_EXTENSIONS"):
         pytest.skip("this run does not set REVERB_PY_NO_EXTENSIONS")
