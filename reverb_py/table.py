@@ -551,7 +551,12 @@ class Table:
             item.key = key = int(key)
         if not 0 <= key <= KEY_MAX:
             raise errors.InvalidArgumentError(f"Key must be an integer in [0, 2**64), got {key!r}.")
-        item.priority = float(item.priority)
+        priority = item.priority = float(item.priority)
+        if priority != priority:
+            # Every selector refuses NaN, also those that ignore priorities.
+            raise errors.InvalidArgumentError(
+                f"Priority must not be NaN (key={key}, priority={priority!r})."
+            )
 
     def _insert_now(self, item: Item) -> None:
         key = item.key
@@ -818,6 +823,13 @@ class Table:
                 self._items, keys, values, delete_keys
             )
             if keys:
+                if not self._priority_users:
+                    # The selectors that order by priority refuse NaN themselves.
+                    for key, priority in zip(keys, priorities):
+                        if priority != priority:
+                            raise errors.InvalidArgumentError(
+                                f"Priority must not be NaN (key={key}, priority={priority!r})."
+                            )
                 for structure in self._priority_users:
                     structure.update_many(keys, priorities)
                 mutations.assign_priorities(targets, priorities)

@@ -193,6 +193,41 @@ async def test_heap_refuses_nan_but_accepts_negative() -> None:
     assert sample.item.key == 1
 
 
+@pytest.mark.parametrize(
+    "sampler, remover",
+    [
+        (selectors.Uniform(), selectors.Fifo()),
+        (selectors.Fifo(), selectors.Fifo()),
+        (selectors.Lifo(), selectors.Uniform()),
+    ],
+    ids=["uniform", "fifo", "lifo"],
+)
+async def test_nan_priority_is_refused_by_selectors_that_ignore_priorities(
+    sampler, remover
+) -> None:
+    table = make_table(sampler=sampler, remover=remover)
+    await table.insert(Item(1, 1.0))
+    await table.insert(Item(2, 2.0))
+    with pytest.raises(errors.InvalidArgumentError, match=r"NaN \(key=3, priority=nan\)"):
+        await table.insert(Item(3, math.nan))
+    with pytest.raises(errors.InvalidArgumentError, match="key=1"):
+        await table.insert(Item(1, math.nan))  # an update of a present key
+    with pytest.raises(errors.InvalidArgumentError, match="key=2"):
+        table.insert_or_enqueue(Item(2, float("nan")))
+    assert len(table) == 2 and table.get(1).priority == 1.0
+    assert table.rate_limiter_counters() == (2, 0, 0)
+    # mutate is all-or-nothing: neither the delete nor the good update is applied.
+    with pytest.raises(errors.InvalidArgumentError, match=r"key=2, priority=nan"):
+        table.mutate({1: 5.0, 2: math.nan}, deletes=[1])
+    with pytest.raises(errors.InvalidArgumentError, match="key=1"):
+        table.mutate_columns([1], [math.nan], deletes=[2])
+    assert len(table) == 2 and table.get(1).priority == 1.0 and table.get(2).priority == 2.0
+    # Infinities mean nothing to these selectors and stay accepted, as in Reverb.
+    table.mutate({1: math.inf})
+    await table.insert(Item(4, -math.inf))
+    assert table.get(1).priority == math.inf and len(table) == 3
+
+
 async def test_bad_keys_are_refused() -> None:
     table = make_table()
     for key in (-1, 2**64):
