@@ -47,6 +47,7 @@ def decode_item(payload, chunks, episodes, new_item):
 
 
 __all__ = [
+    "chunk_header",
     "chunk_key_and_episode",
     "decode_item",
     "decode_items",
@@ -394,6 +395,88 @@ def chunk_key_and_episode(data) -> tuple:
         if seen == 3:
             break
     return PyLong_FromUnsignedLongLong(key), PyLong_FromUnsignedLongLong(episode_id)
+
+
+cdef int64_t _tensor_steps(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end) except? -2:
+    """``tensor_shape.dim[0].size`` of the ``TensorProto`` in ``base[pos:end]``, or -1
+    without a dim (the pure twin's ``_tensor_steps``: reading stops at the first dim)."""
+    cdef Py_ssize_t start = 0, shape_pos, shape_end, dim_start = 0, dim_pos, dim_end
+    cdef Py_ssize_t size_start = 0
+    cdef uint64_t number, value, dim_number, dim_value, size_number, size_value
+    cdef int wire_type, dim_type, size_type
+    cdef int64_t size
+    while pos < end:
+        pos = _codec_field(base, pos, end, &number, &wire_type, &value, &start)
+        if number == 2 and wire_type == 2:
+            shape_pos = start
+            shape_end = start + <Py_ssize_t>value
+            while shape_pos < shape_end:
+                shape_pos = _codec_field(base, shape_pos, shape_end, &dim_number, &dim_type,
+                                         &dim_value, &dim_start)
+                if dim_number == 2 and dim_type == 2:
+                    size = 0
+                    dim_pos = dim_start
+                    dim_end = dim_start + <Py_ssize_t>dim_value
+                    while dim_pos < dim_end:
+                        dim_pos = _codec_field(base, dim_pos, dim_end, &size_number,
+                                               &size_type, &size_value, &size_start)
+                        if size_number == 1 and size_type == 0:
+                            size = <int64_t>size_value
+                    return size
+    return -1
+
+
+def chunk_header(data) -> tuple:
+    """The fields of a serialised ``ChunkData`` an item's slices are checked against,
+    read without decoding (or copying) its tensors: ``(chunk_key, episode_id, start,
+    end, steps)`` as the pure twin's (``reverb_py._codec.fields.chunk_header``).
+
+    Raises:
+      InvalidArgumentError: the bytes are not a well-formed message.
+    """
+    cdef const unsigned char[::1] view
+    cdef const uint8_t* base
+    cdef Py_ssize_t end, pos = 0, sub_pos, sub_end, start = 0, sub_start = 0
+    cdef uint64_t number, value, sub_number, sub_value
+    cdef int wire_type, sub_type
+    cdef uint64_t key = 0, episode_id = 0
+    cdef int32_t range_start = 0, range_end = 0
+    cdef list steps = []
+    if type(data) is bytes:
+        base = <const uint8_t*>PyBytes_AS_STRING(data)
+        end = PyBytes_GET_SIZE(data)
+    else:
+        view = memoryview(data).cast("B")
+        end = view.shape[0]
+        base = &view[0] if end else <const uint8_t*>b""
+    while pos < end:
+        pos = _codec_field(base, pos, end, &number, &wire_type, &value, &start)
+        if number == 1 and wire_type == 0:
+            key = value
+        elif number == 2 and wire_type == 2:
+            sub_pos = start
+            sub_end = start + <Py_ssize_t>value
+            while sub_pos < sub_end:
+                sub_pos = _codec_field(base, sub_pos, sub_end, &sub_number, &sub_type,
+                                       &sub_value, &sub_start)
+                if sub_type == 0:
+                    if sub_number == 1:
+                        episode_id = sub_value
+                    elif sub_number == 2:
+                        range_start = <int32_t><uint32_t>sub_value
+                    elif sub_number == 3:
+                        range_end = <int32_t><uint32_t>sub_value
+        elif number == 5 and wire_type == 2:
+            sub_pos = start
+            sub_end = start + <Py_ssize_t>value
+            while sub_pos < sub_end:
+                sub_pos = _codec_field(base, sub_pos, sub_end, &sub_number, &sub_type,
+                                       &sub_value, &sub_start)
+                if sub_number == 1 and sub_type == 2:
+                    PyList_Append(steps, PyLong_FromLongLong(
+                        _tensor_steps(base, sub_start, sub_start + <Py_ssize_t>sub_value)))
+    return (PyLong_FromUnsignedLongLong(key), PyLong_FromUnsignedLongLong(episode_id),
+            PyLong_FromLongLong(range_start), PyLong_FromLongLong(range_end), tuple(steps))
 
 
 def split_records(data, Py_ssize_t pos=0):

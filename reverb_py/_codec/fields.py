@@ -12,7 +12,10 @@ from typing import Any
 
 from reverb_py.errors import InvalidArgumentError
 
-__all__ = ["chunk_key_and_episode", "message_fields", "read_varint"]
+__all__ = ["chunk_header", "chunk_key_and_episode", "message_fields", "read_varint"]
+
+_INT64_SIGN = 1 << 63
+_UINT64_END = 1 << 64
 
 
 def read_varint(buffer: bytes | memoryview, pos: int) -> tuple[int, int]:
@@ -94,3 +97,68 @@ def chunk_key_and_episode(data: bytes | memoryview) -> tuple[int, int]:
         if seen == 3:
             break
     return key, episode_id
+
+
+def _int64(value: int) -> int:
+    return value - _UINT64_END if value >= _INT64_SIGN else value
+
+
+def _int32(value: int) -> int:
+    """A varint read as protobuf reads an ``int32``: its low 32 bits, signed."""
+    value &= 0xFFFFFFFF
+    return value - 0x100000000 if value >= 0x80000000 else value
+
+
+def _tensor_steps(tensor: memoryview) -> int:
+    """``tensor_shape.dim[0].size`` of a serialised ``TensorProto``, or -1 without a dim.
+
+    Reading stops at the first dimension (the rest of the tensor is not looked at).
+    """
+    for number, wire_type, value in message_fields(tensor):
+        if number == 2 and wire_type == 2:  # tensor_shape
+            for dim_number, dim_type, dim in message_fields(value):
+                if dim_number == 2 and dim_type == 2:  # dim, the first one
+                    size = 0
+                    for size_number, size_type, size_value in message_fields(dim):
+                        if size_number == 1 and size_type == 0:
+                            size = _int64(size_value)
+                    return size
+    return -1
+
+
+def chunk_header(data: bytes | memoryview) -> tuple[int, int, int, int, tuple[int, ...]]:
+    """The fields of a serialised ``ChunkData`` an item's slices are checked against,
+    read without decoding (or copying) its tensors.
+
+    Returns:
+      ``(chunk_key, episode_id, start, end, steps)``: ``sequence_range``'s episode id,
+      start and end (``int32``, read as protobuf reads them), and for each tensor of ``data.tensors`` the
+      size of its first dimension (``tensor_shape.dim[0].size``; -1 when its shape
+      has no dimension). As protobuf merges repeated message fields, the last scalar
+      wins and the tensors of every ``data`` field count.
+
+    Raises:
+      InvalidArgumentError: the bytes are not a well-formed message.
+    """
+    key = 0
+    episode_id = 0
+    start = 0
+    end = 0
+    steps: list[int] = []
+    for number, wire_type, value in message_fields(data):
+        if number == 1 and wire_type == 0:
+            key = value
+        elif number == 2 and wire_type == 2:
+            for sub_number, sub_type, sub_value in message_fields(value):
+                if sub_type == 0:
+                    if sub_number == 1:
+                        episode_id = sub_value
+                    elif sub_number == 2:
+                        start = _int32(sub_value)
+                    elif sub_number == 3:
+                        end = _int32(sub_value)
+        elif number == 5 and wire_type == 2:
+            for sub_number, sub_type, sub_value in message_fields(value):
+                if sub_number == 1 and sub_type == 2:
+                    steps.append(_tensor_steps(sub_value))
+    return key, episode_id, start, end, tuple(steps)

@@ -611,3 +611,60 @@ def test_chunk_key_and_episode(twins: tuple[types.ModuleType, types.ModuleType])
             assert _outcome(lambda: pure.chunk_key_and_episode(data)) == _outcome(
                 lambda: compiled.chunk_key_and_episode(data)
             )
+
+
+def test_chunk_header(twins: tuple[types.ModuleType, types.ModuleType]) -> None:
+    pure, compiled = twins
+    rng = random.Random(11)
+    sources = []
+    for _ in range(60):
+        chunk = schema_pb2.ChunkData(chunk_key=rng.choice([0, 1, KEY_MAX, rng.getrandbits(64)]))
+        chunk.sequence_range.episode_id = rng.choice([0, 5, KEY_MAX])
+        chunk.sequence_range.start = rng.choice([0, 3, -(2**31), 2**31 - 1])
+        chunk.sequence_range.end = rng.choice([0, 9, -1])
+        chunk.delta_encoded = rng.random() < 0.5
+        expected = []
+        for _ in range(rng.choice([0, 1, 3])):
+            tensor = chunk.data.tensors.add(
+                dtype=4, tensor_content=rng.randbytes(rng.choice([0, 9]))
+            )
+            dims = rng.choice([[], [0], [4], [4, 2], [-1, 3], [-5], [2**63 - 1]])
+            for size in dims:
+                tensor.tensor_shape.dim.add(size=size)
+            expected.append(dims[0] if dims else -1)
+        chunk.data_tensors_len = len(expected)
+        data = chunk.SerializeToString()
+        sources.append(data)
+        header = (
+            chunk.chunk_key,
+            chunk.sequence_range.episode_id,
+            chunk.sequence_range.start,
+            chunk.sequence_range.end,
+            tuple(expected),
+        )
+        assert pure.chunk_header(data) == compiled.chunk_header(data) == header
+        assert compiled.chunk_header(memoryview(data)) == header
+    # Repeated message fields, merged as protobuf merges them.
+    twice = schema_pb2.ChunkData()
+    twice.data.tensors.add().tensor_shape.dim.add(size=2)
+    data = twice.SerializeToString() * 2 + b"\x12\x02\x10\x07"
+    merged = schema_pb2.ChunkData.FromString(data)
+    assert pure.chunk_header(data) == compiled.chunk_header(data) == (0, 0, 7, 0, (2, 2))
+    assert [t.tensor_shape.dim[0].size for t in merged.data.tensors] == [2, 2]
+    # int32 fields are read as protobuf reads them: the low 32 bits, signed.
+    wide = b"\x12\x0c\x10\x80\x80\x80\x80\x10\x18\xff\xff\xff\xff\x0f"
+    parsed = schema_pb2.ChunkData.FromString(wide).sequence_range
+    assert (parsed.start, parsed.end) == (0, -1)
+    assert pure.chunk_header(wide) == compiled.chunk_header(wide) == (0, 0, 0, -1, ())
+    sources += [
+        wide,
+        b"",
+        b"\x2a\x02\x0a\x00",
+        b"\x2a\x04\x0a\x02\x12\x00",
+        b"\x2a\x03\x0a\x01\x12",
+    ]
+    for source in sources:
+        for data in [source, *_mutations(rng, source, 20)]:
+            assert _outcome(lambda: pure.chunk_header(data)) == _outcome(
+                lambda: compiled.chunk_header(data)
+            )
