@@ -1,27 +1,118 @@
 """The chunks a server holds: each the exact bytes of a ``ChunkData`` that arrived.
 
-The server never decodes tensors: of a chunk it reads only the key and the episode id.
+The server never decodes tensors: of a chunk it reads only the header fields an item's
+slices are checked against (key, episode id, sequence range, and each tensor's number of
+steps, its first dimension), once, when the chunk arrives.
 """
 
 from __future__ import annotations
 
-from reverb_py import _impl
+from typing import Any
 
-__all__ = ["Chunk", "parse_chunk"]
+from reverb_py import _impl, errors
+
+__all__ = ["Chunk", "chunks_of_item", "parse_chunk"]
 
 
 class Chunk:
-    """A chunk as the server keeps it: the serialised ``ChunkData`` and two of its fields."""
+    """A chunk as the server keeps it: the serialised ``ChunkData`` and its header fields.
 
-    __slots__ = ("key", "episode_id", "data", "__weakref__")
+    ``steps`` holds, per tensor of ``data.tensors``, how many steps it holds (its first
+    dimension; a tensor whose shape has none counts as the sequence range's length).
+    ``defect`` says why no slice may reference the chunk (no tensors, an inverted
+    sequence range), or is None.
+    """
 
-    def __init__(self, key: int, episode_id: int, data: bytes) -> None:
+    __slots__ = ("key", "episode_id", "data", "steps", "defect", "__weakref__")
+
+    def __init__(
+        self,
+        key: int,
+        episode_id: int,
+        data: bytes,
+        steps: tuple[int, ...] = (),
+        defect: str | None = None,
+    ) -> None:
         self.key = key
         self.episode_id = episode_id
         self.data = data
+        self.steps = steps
+        self.defect = defect
 
 
 def parse_chunk(data: bytes) -> Chunk:
-    """Reads a ``ChunkData``'s key and episode id and keeps its bytes as they are."""
-    key, episode_id = _impl.checkpoint_records.chunk_key_and_episode(data)
-    return Chunk(key, episode_id, data)
+    """Reads a ``ChunkData``'s header fields and keeps its bytes as they are.
+
+    Raises:
+      InvalidArgumentError: the bytes are not a well-formed message.
+    """
+    key, episode_id, start, end, steps = _impl.checkpoint_records.chunk_header(data)
+    defect = None
+    if end < start:
+        defect = f"its sequence_range is inverted (end {end} < start {start})"
+    elif not steps:
+        defect = "it holds no tensors"
+    elif -1 in steps:
+        length = end - start + 1
+        steps = tuple(length if size == -1 else size for size in steps)
+    return Chunk(key, episode_id, data, steps, defect)
+
+
+def chunks_of_item(item_key: int, columns: Any, held: dict[int, Chunk]) -> list[Chunk]:
+    """The chunks an item's ``FlatTrajectory`` columns reference, each once, in order of
+    first reference, after checking every slice against its chunk's header.
+
+    Raises:
+      InternalError: a slice names a chunk that is not in ``held`` (Reverb's error).
+      InvalidArgumentError: a slice does not fit its chunk (a negative offset or
+        length, past the chunk's steps, a tensor index the chunk lacks, a chunk without
+        tensors or with an inverted sequence range), or a squeezed column does not hold
+        exactly one step; the message names the item, column, slice and chunk.
+    """
+    chunks: list[Chunk] = []
+    seen: set[int] = set()
+    for column_index, column in enumerate(columns):
+        total = 0
+        for slice_index, chunk_slice in enumerate(column.chunk_slices):
+            key = chunk_slice.chunk_key
+            chunk = held.get(key)
+            if chunk is None:
+                raise errors.InternalError(f"Could not find sequence chunk {key}.")
+            if key not in seen:
+                seen.add(key)
+                chunks.append(chunk)
+            offset = chunk_slice.offset
+            length = chunk_slice.length
+            index = chunk_slice.index
+            steps = chunk.steps
+            if (
+                chunk.defect is not None
+                or not 0 <= index < len(steps)
+                or offset < 0
+                or length < 0
+                or offset + length > steps[index]
+            ):
+                raise errors.InvalidArgumentError(
+                    f"Item {item_key}: column {column_index} slice {slice_index} "
+                    f"(chunk {key}): {_slice_problem(chunk, offset, length, index)}."
+                )
+            total += length
+        if column.squeeze and total != 1:
+            raise errors.InvalidArgumentError(
+                f"Item {item_key}: column {column_index} is squeezed but its slices hold "
+                f"{total} steps (squeeze needs exactly 1)."
+            )
+    return chunks
+
+
+def _slice_problem(chunk: Chunk, offset: int, length: int, index: int) -> str:
+    if chunk.defect is not None:
+        return chunk.defect
+    steps = chunk.steps
+    if not 0 <= index < len(steps):
+        return f"tensor index {index}, but the chunk holds {len(steps)} tensors"
+    if offset < 0:
+        return f"offset {offset} is negative"
+    if length < 0:
+        return f"length {length} is negative"
+    return f"offset {offset} + length {length} > the chunk's {steps[index]} steps"

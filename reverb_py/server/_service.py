@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,7 +24,7 @@ from reverb_py import _impl, errors
 from reverb_py._client.channel import identity
 from reverb_py._proto import SERVICE, reverb_service_pb2, schema_pb2
 from reverb_py._status import status_for_error
-from reverb_py.server._chunks import Chunk, parse_chunk
+from reverb_py.server._chunks import Chunk, chunks_of_item, parse_chunk
 from reverb_py.server._replies import InsertRequest, parse_insert_request, sample_responses
 from reverb_py.table import Item, Table
 
@@ -48,6 +49,14 @@ class ReverbServicer:
         self._checkpoint_lock = asyncio.Lock()
         token = secrets.randbits(128)
         self._tables_state_id = schema_pb2.Uint128(high=token >> 64, low=token & (2**64 - 1))
+        # Every chunk the server holds (in a table or an insert stream), by key: a chunk
+        # sent again must have the same bytes.
+        self._live_chunks: weakref.WeakValueDictionary[int, Chunk] = weakref.WeakValueDictionary()
+        for table in self._tables.values():
+            for held in table.items():
+                for chunk in held.chunks:
+                    if type(chunk) is Chunk:
+                        self._live_chunks.setdefault(chunk.key, chunk)
 
     def _table(self, name: str) -> Table:
         table = self._tables.get(name)
@@ -282,11 +291,27 @@ class _InsertStream:
     def _handle(self, request: InsertRequest) -> None:
         if not request.chunks and not request.items:
             raise errors.InvalidArgumentError("An insert stream request must hold chunks or items.")
+        live = self._servicer._live_chunks
         for data in request.chunks:
             chunk = parse_chunk(data)
-            self._chunks.setdefault(chunk.key, chunk)
-        for data in request.items:
-            self._insert(schema_pb2.PrioritizedItem.FromString(data))
+            key = chunk.key
+            known = live.get(key)
+            if known is None:
+                live[key] = chunk
+            elif known.data != chunk.data:
+                raise errors.InvalidArgumentError(
+                    f"Chunk {key} was sent again with different bytes: the server already "
+                    "holds a different chunk under that key."
+                )
+            else:
+                chunk = known  # resent as it was (a reconnect): the one copy is shared
+            self._chunks.setdefault(key, chunk)
+        # Every item of the request is checked before any goes in.
+        inserts = [
+            self._prepare(schema_pb2.PrioritizedItem.FromString(data)) for data in request.items
+        ]
+        for table, item in inserts:
+            self._insert(table, item)
         if request.items:
             keep = set(request.keep_chunk_keys)
             for key in [key for key in self._chunks if key not in keep]:
@@ -298,7 +323,7 @@ class _InsertStream:
                     f"{sorted(keep - set(self._chunks))[:10]} were never sent."
                 )
 
-    def _insert(self, message: Any) -> None:
+    def _prepare(self, message: Any) -> tuple[Table, Item]:
         table = self._servicer._table(message.table)
         columns = message.flat_trajectory.columns
         if not columns or not columns[0].chunk_slices:
@@ -306,18 +331,7 @@ class _InsertStream:
                 f"Item {message.key} has an empty trajectory: it needs at least one column "
                 "whose first column has at least one slice."
             )
-        chunks: list[Chunk] = []
-        seen: set[int] = set()
-        for column in columns:
-            for chunk_slice in column.chunk_slices:
-                key = chunk_slice.chunk_key
-                if key in seen:
-                    continue
-                chunk = self._chunks.get(key)
-                if chunk is None:
-                    raise errors.InternalError(f"Could not find sequence chunk {key}.")
-                seen.add(key)
-                chunks.append(chunk)
+        chunks = chunks_of_item(message.key, columns, self._chunks)
         item = Item(
             message.key,
             message.priority,
@@ -328,6 +342,9 @@ class _InsertStream:
             episode_ids=tuple(chunk.episode_id for chunk in chunks),
             times_sampled=message.times_sampled,
         )
+        return table, item
+
+    def _insert(self, table: Table, item: Item) -> None:
         future = table.insert_or_enqueue(item)
         if future is None:
             self._confirmed.append(item.key)

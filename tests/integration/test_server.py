@@ -10,9 +10,13 @@ import sys
 import textwrap
 
 import grpc
+import numpy as np
 import pytest
 
+import reverb_py
+import reverb_py.aio
 from reverb_py import _impl, rate_limiters, selectors
+from reverb_py._codec.chunk import encode_chunk
 from reverb_py._codec.fields import message_fields, read_varint
 from reverb_py._proto import reverb_service_pb2 as pb
 from reverb_py._proto import schema_pb2
@@ -649,3 +653,183 @@ async def test_mutate_refused_priority_applies_nothing(channel, server) -> None:
         grpc.StatusCode.NOT_FOUND,
         "Priority table nope was not found",
     )
+
+
+# ---------------------------------------------------------------- items checked against chunks
+
+GOOD_ROWS = np.arange(8, dtype=np.int32).reshape(4, 2)  # 4 steps of 2 values
+
+
+def good_chunk(key: int = 42, start: int = 0, end: int = 3, columns=None) -> bytes:
+    """A decodable chunk: one int32 tensor of 4 steps (unless ``columns`` says otherwise)."""
+    return encode_chunk(key, 7, start, end, [GOOD_ROWS] if columns is None else columns)
+
+
+def sliced_item(key: int, slices, squeeze: bool = False, table: str = "uniform"):
+    """An item of one column made of ``(chunk_key, offset, length, index)`` slices."""
+    message = schema_pb2.PrioritizedItem(key=key, table=table, priority=1.0)
+    column = message.flat_trajectory.columns.add(squeeze=squeeze)
+    for chunk_key, offset, length, index in slices:
+        column.chunk_slices.add(chunk_key=chunk_key, offset=offset, length=length, index=index)
+    return message
+
+
+def raw_request(chunks: list[bytes], items) -> bytes:
+    request = b"".join(_impl.wire.length_delimited(b"\x0a", data) for data in chunks)
+    return request + pb.InsertStreamRequest(items=items).SerializeToString()
+
+
+async def raw_insert(channel, requests: list[bytes]) -> list[int]:
+    call = channel.stream_stream(PATH + "InsertStream")()
+    for request in requests:
+        await call.write(request)
+    await call.done_writing()
+    keys: list[int] = []
+    async for response in call:
+        keys.extend(pb.InsertStreamResponse.FromString(response).keys)
+    return keys
+
+
+def inverted_chunk(key: int) -> bytes:
+    message = schema_pb2.ChunkData.FromString(good_chunk(key))
+    message.sequence_range.start = 5
+    message.sequence_range.end = 2
+    return message.SerializeToString()
+
+
+def chunk_without_tensors(key: int) -> bytes:
+    message = schema_pb2.ChunkData(chunk_key=key)
+    message.sequence_range.episode_id = 7
+    message.sequence_range.end = 3
+    return message.SerializeToString()
+
+
+BAD_INSERTS = {
+    # name: (chunks of the bad request, its item, text the error names)
+    "slice past the chunk": (
+        [good_chunk(43)],
+        sliced_item(8, [(43, 0, 1, 0), (43, 3, 2, 0)]),
+        "Item 8: column 0 slice 1 (chunk 43): offset 3 + length 2 > the chunk's 4 steps",
+    ),
+    "negative offset": (
+        [good_chunk(43)],
+        sliced_item(8, [(43, -1, 1, 0)]),
+        "Item 8: column 0 slice 0 (chunk 43): offset -1 is negative",
+    ),
+    "offset past the chunk": (
+        [good_chunk(43)],
+        sliced_item(8, [(43, 4, 1, 0)]),
+        "Item 8: column 0 slice 0 (chunk 43): offset 4 + length 1 > the chunk's 4 steps",
+    ),
+    "negative length": (
+        [good_chunk(43)],
+        sliced_item(8, [(43, 2, -1, 0)]),
+        "Item 8: column 0 slice 0 (chunk 43): length -1 is negative",
+    ),
+    "tensor index the chunk lacks": (
+        [good_chunk(43)],
+        sliced_item(8, [(43, 0, 1, 1)]),
+        "Item 8: column 0 slice 0 (chunk 43): tensor index 1, but the chunk holds 1 tensors",
+    ),
+    "squeezed column of length 2": (
+        [good_chunk(43)],
+        sliced_item(8, [(43, 0, 2, 0)], squeeze=True),
+        "Item 8: column 0 is squeezed but its slices hold 2 steps",
+    ),
+    "chunk without tensors": (
+        [chunk_without_tensors(43)],
+        sliced_item(8, [(43, 0, 1, 0)]),
+        "Item 8: column 0 slice 0 (chunk 43): it holds no tensors",
+    ),
+    "inverted sequence range": (
+        [inverted_chunk(43)],
+        sliced_item(8, [(43, 0, 1, 0)]),
+        "Item 8: column 0 slice 0 (chunk 43): its sequence_range is inverted (end 2 < start 5)",
+    ),
+    "chunk resent with different bytes": (
+        [good_chunk(42, columns=[GOOD_ROWS + 100])],
+        sliced_item(8, [(42, 0, 1, 0)]),
+        "Chunk 42 was sent again with different bytes",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INSERTS), ids=list(BAD_INSERTS))
+async def test_items_inconsistent_with_their_chunks_are_refused(channel, server, case) -> None:
+    # A good item first: rows 1 and 2 of chunk 42, sent on a stream of its own.
+    assert await raw_insert(
+        channel, [raw_request([good_chunk()], [sliced_item(1, [(42, 1, 2, 0)])])]
+    ) == [1]
+    chunks, bad, text = BAD_INSERTS[case]
+    # The bad item comes after a good one of the same request, on a new stream.
+    good_too = sliced_item(9, [(44, 0, 1, 0)])
+    await expect_status(
+        raw_insert(channel, [raw_request([good_chunk(44), *chunks], [good_too, bad])]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        text,
+    )
+    # Nothing of the refused request went in (not even its good item).
+    assert [item.key for item in server.tables[0].items()] == [1]
+    # A well-behaved client still decodes what it samples.
+    async with reverb_py.aio.Client(f"localhost:{server.port}") as client:
+        async for sample in client.sample("uniform", 3, emit_timesteps=False):
+            assert sample.info.key == 1
+            np.testing.assert_array_equal(sample.data[0], GOOD_ROWS[1:3])
+
+
+async def test_a_chunk_resent_with_the_same_bytes_is_accepted(channel, server) -> None:
+    first = sliced_item(1, [(42, 1, 2, 0)])
+    assert await raw_insert(channel, [raw_request([good_chunk()], [first])]) == [1]
+    # Another stream (a reconnect) sends the chunk again, exactly as before.
+    again = sliced_item(2, [(42, 3, 1, 0)], squeeze=True)
+    assert await raw_insert(channel, [raw_request([good_chunk()], [again])]) == [2]
+    # And on the same stream too.
+    repeat = [raw_request([good_chunk()], [sliced_item(k, [(42, 0, 4, 0)])]) for k in (3, 4)]
+    assert sorted(await raw_insert(channel, repeat)) == [3, 4]
+    table = server.tables[0]
+    assert len(table) == 4
+    # Their items share the one chunk the server keeps.
+    assert len({id(chunk) for item in table.items() for chunk in item.chunks}) == 1
+    expected = {1: GOOD_ROWS[1:3], 2: GOOD_ROWS[3], 3: GOOD_ROWS, 4: GOOD_ROWS}
+    async with reverb_py.aio.Client(f"localhost:{server.port}") as client:
+        async for sample in client.sample("uniform", 20, emit_timesteps=False):
+            np.testing.assert_array_equal(sample.data[0], expected[sample.info.key])
+
+
+async def test_nan_priority_is_refused_for_a_uniform_table(channel, server) -> None:
+    assert await insert(
+        channel,
+        [
+            pb.InsertStreamRequest(
+                chunks=[chunk(1)], items=[item(k, "uniform", [1]) for k in (1, 3)]
+            )
+        ],
+    ) == [1, 3]
+    await expect_status(
+        insert(
+            channel,
+            [
+                pb.InsertStreamRequest(
+                    chunks=[chunk(1)], items=[item(2, "uniform", [1], priority=float("nan"))]
+                )
+            ],
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "Priority must not be NaN (key=2, priority=nan)",
+    )
+    mutate = unary(
+        channel, "MutatePriorities", pb.MutatePrioritiesRequest, pb.MutatePrioritiesResponse
+    )
+    await expect_status(
+        mutate(
+            pb.MutatePrioritiesRequest(
+                table="uniform",
+                delete_keys=[3],
+                updates=[schema_pb2.KeyWithPriority(key=1, priority=float("nan"))],
+            )
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "key=1, priority=nan",
+    )
+    uniform = server.tables[0]
+    assert [k.key for k in uniform.items()] == [1, 3] and uniform.get(1).priority == 1.0
