@@ -132,10 +132,10 @@ def chunk_header(data: bytes | memoryview) -> tuple[int, int, int, int, tuple[in
 
     Returns:
       ``(chunk_key, episode_id, start, end, steps)``: ``sequence_range``'s episode id,
-      start and end (``int32``, read as protobuf reads them), and for each tensor of ``data.tensors`` the
-      size of its first dimension (``tensor_shape.dim[0].size``; -1 when its shape
-      has no dimension). As protobuf merges repeated message fields, the last scalar
-      wins and the tensors of every ``data`` field count.
+      start and end (``int32``, read as protobuf reads them), and for each tensor of
+      ``data.tensors`` the size of its first dimension (``tensor_shape.dim[0].size``;
+      -1 when its shape has no dimension). As protobuf merges repeated message
+      fields, the last scalar wins and the tensors of every ``data`` field count.
 
     Raises:
       InvalidArgumentError: the bytes are not a well-formed message.
