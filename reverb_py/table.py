@@ -233,9 +233,14 @@ class Table:
         self._signature: SpecNest | None = None
         self._signature_proto: Any = None
         if signature:
-            from reverb_py._codec.signature import decode_signature, encode_signature
+            from reverb_py._codec.signature import (
+                check_sendable,
+                decode_signature,
+                encode_signature,
+            )
 
             self._signature_proto = encode_signature(signature)
+            check_sendable(self._signature_proto)
             self._signature = decode_signature(self._signature_proto)
         rate_limiter._bind(self._name)
         self._rate_limiter_config = rate_limiter

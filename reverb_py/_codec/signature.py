@@ -36,13 +36,15 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from google.protobuf.message import DecodeError
 
 from reverb_py._codec import dtypes as _dtypes
 from reverb_py._codec.tensor import decode_plain_tensor, string_bytes
-from reverb_py._proto import struct_pb2, tensor_pb2, tensor_shape_pb2
+from reverb_py._proto import reverb_service_pb2, struct_pb2, tensor_pb2, tensor_shape_pb2
 from reverb_py.tensor_spec import BoundedTensorSpec, Shape, TensorSpec
 
 __all__ = [
+    "check_sendable",
     "decode_signature",
     "encode_signature",
     "flatten_signature",
@@ -173,6 +175,32 @@ def encode_signature(signature: object) -> struct_pb2.StructuredValue:
     proto = struct_pb2.StructuredValue()
     _encode_into(signature, proto)
     return proto
+
+
+def check_sendable(proto: struct_pb2.StructuredValue) -> None:
+    """Refuses a signature too deeply nested for the replies that carry it.
+
+    A ``ServerInfo`` reply holds the signature two messages deep, and protobuf parsers
+    (Python's and C++'s) stop at 100 nested messages: a deeper signature would make every
+    ``server_info`` of the server fail. The check parses the signature as a reply would
+    carry it, with four levels to spare (about 30 levels of dicts or 46 of lists).
+
+    Raises:
+      ValueError: the signature is nested too deeply.
+    """
+    reply = reverb_service_pb2.ServerInfoResponse()
+    spare = reply.table_info.add().signature
+    for _ in range(2):
+        spare = spare.list_value.values.add()
+    try:
+        spare.MergeFromString(proto.SerializeToString())
+        reverb_service_pb2.ServerInfoResponse.FromString(reply.SerializeToString())
+    except DecodeError:
+        raise ValueError(
+            "The signature is nested too deeply: replies that carry it could not be "
+            "parsed (protobuf stops at 100 nested messages; about 30 levels of dicts or "
+            "46 of lists and tuples fit)."
+        ) from None
 
 
 # --------------------------------------------------------------------------- decoding

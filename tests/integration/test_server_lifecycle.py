@@ -240,3 +240,43 @@ def test_a_checkpoint_that_differs_is_refused_on_request(tmp_path) -> None:
     # Nothing was loaded into the table.
     assert configured.info.current_size == 0
     assert configured.info.max_size == 1000
+
+
+# ------------------------------------------------------------------ deep signatures
+
+
+def _nested_spec(depth: int, kind: type) -> object:
+    import reverb_py
+
+    spec: object = reverb_py.TensorSpec((), "float32")
+    for _ in range(depth):
+        spec = {"a": spec} if kind is dict else kind([spec])
+    return spec
+
+
+@pytest.mark.parametrize("depth, kind", [(31, dict), (33, dict), (47, list), (47, tuple)])
+def test_a_signature_too_deep_for_a_reply_is_refused_when_the_table_is_built(depth, kind):
+    with pytest.raises(ValueError, match="signature is nested too deeply"):
+        Table(
+            "t",
+            selectors.Uniform(),
+            selectors.Fifo(),
+            10,
+            rate_limiters.MinSize(1),
+            signature=_nested_spec(depth, kind),
+        )
+
+
+@pytest.mark.parametrize("depth, kind", [(30, dict), (46, list)])
+def test_the_deepest_accepted_signature_is_served(depth, kind) -> None:
+    table = Table(
+        "t",
+        selectors.Uniform(),
+        selectors.Fifo(),
+        10,
+        rate_limiters.MinSize(1),
+        signature=_nested_spec(depth, kind),
+    )
+    with Server([table]) as server:
+        info = server.localhost_client().server_info(timeout=10)
+        assert info["t"].signature == _nested_spec(depth, kind)
