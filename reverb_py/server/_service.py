@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from reverb_py import _impl, errors
 from reverb_py._client.channel import identity
@@ -69,12 +70,12 @@ class ReverbServicer:
         methods: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             "ServerInfo": grpc.unary_unary_rpc_method_handler(
                 self.ServerInfo,
-                request_deserializer=reverb_service_pb2.ServerInfoRequest.FromString,
+                request_deserializer=identity,
                 response_serializer=reverb_service_pb2.ServerInfoResponse.SerializeToString,
             ),
             "Reset": grpc.unary_unary_rpc_method_handler(
                 self.Reset,
-                request_deserializer=reverb_service_pb2.ResetRequest.FromString,
+                request_deserializer=identity,
                 response_serializer=reverb_service_pb2.ResetResponse.SerializeToString,
             ),
             # PERF(mutate-decode): the request is read straight into lists (see
@@ -86,7 +87,7 @@ class ReverbServicer:
             ),
             "Checkpoint": grpc.unary_unary_rpc_method_handler(
                 self.Checkpoint,
-                request_deserializer=reverb_service_pb2.CheckpointRequest.FromString,
+                request_deserializer=identity,
                 response_serializer=reverb_service_pb2.CheckpointResponse.SerializeToString,
             ),
             "InsertStream": grpc.stream_stream_rpc_method_handler(
@@ -96,12 +97,12 @@ class ReverbServicer:
             ),
             "SampleStream": grpc.stream_stream_rpc_method_handler(
                 self.SampleStream,
-                request_deserializer=reverb_service_pb2.SampleStreamRequest.FromString,
+                request_deserializer=identity,
                 response_serializer=identity,
             ),
             "InitializeConnection": grpc.stream_stream_rpc_method_handler(
                 self.InitializeConnection,
-                request_deserializer=reverb_service_pb2.InitializeConnectionRequest.FromString,
+                request_deserializer=identity,
                 response_serializer=(
                     reverb_service_pb2.InitializeConnectionResponse.SerializeToString
                 ),
@@ -119,10 +120,12 @@ class ReverbServicer:
     async def ServerInfo(  # noqa: N802 - the proto's method name.
         self,
         request: Any,
-        context: grpc.aio.ServicerContext[
-            reverb_service_pb2.ServerInfoRequest, reverb_service_pb2.ServerInfoResponse
-        ],
+        context: grpc.aio.ServicerContext[bytes, reverb_service_pb2.ServerInfoResponse],
     ) -> reverb_service_pb2.ServerInfoResponse:
+        try:
+            _parse(reverb_service_pb2.ServerInfoRequest, request)
+        except errors.ReverbError as error:
+            await self._abort(context, error)
         response = reverb_service_pb2.ServerInfoResponse()
         response.tables_state_id.CopyFrom(self._tables_state_id)
         response.table_info.extend(table.info_proto() for table in self._tables.values())
@@ -131,12 +134,10 @@ class ReverbServicer:
     async def Reset(  # noqa: N802
         self,
         request: Any,
-        context: grpc.aio.ServicerContext[
-            reverb_service_pb2.ResetRequest, reverb_service_pb2.ResetResponse
-        ],
+        context: grpc.aio.ServicerContext[bytes, reverb_service_pb2.ResetResponse],
     ) -> reverb_service_pb2.ResetResponse:
         try:
-            self._table(request.table).reset()
+            self._table(_parse(reverb_service_pb2.ResetRequest, request).table).reset()
         except errors.ReverbError as error:
             await self._abort(context, error)
         return reverb_service_pb2.ResetResponse()
@@ -155,10 +156,12 @@ class ReverbServicer:
     async def Checkpoint(  # noqa: N802
         self,
         request: Any,
-        context: grpc.aio.ServicerContext[
-            reverb_service_pb2.CheckpointRequest, reverb_service_pb2.CheckpointResponse
-        ],
+        context: grpc.aio.ServicerContext[bytes, reverb_service_pb2.CheckpointResponse],
     ) -> reverb_service_pb2.CheckpointResponse:
+        try:
+            _parse(reverb_service_pb2.CheckpointRequest, request)
+        except errors.ReverbError as error:
+            await self._abort(context, error)
         if self._checkpointer is None:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "This server has no checkpointer configured."
@@ -188,12 +191,16 @@ class ReverbServicer:
         self,
         request_iterator: Any,
         context: grpc.aio.ServicerContext[
-            reverb_service_pb2.InitializeConnectionRequest,
+            bytes,
             reverb_service_pb2.InitializeConnectionResponse,
         ],
     ) -> Any:
         # The in-process shortcut is not offered: answer address 0 and end.
-        async for _request in request_iterator:
+        async for data in request_iterator:
+            try:
+                _parse(reverb_service_pb2.InitializeConnectionRequest, data)
+            except errors.ReverbError as error:
+                await self._abort(context, error)
             yield reverb_service_pb2.InitializeConnectionResponse(address=0)
             return
 
@@ -215,10 +222,11 @@ class ReverbServicer:
     async def SampleStream(  # noqa: N802
         self,
         request_iterator: Any,
-        context: grpc.aio.ServicerContext[reverb_service_pb2.SampleStreamRequest, bytes],
+        context: grpc.aio.ServicerContext[bytes, bytes],
     ) -> None:
         try:
-            async for request in request_iterator:
+            async for data in request_iterator:
+                request = _parse(reverb_service_pb2.SampleStreamRequest, data)
                 if request.num_samples <= 0:
                     raise errors.InvalidArgumentError(
                         f"num_samples must be > 0, got {request.num_samples}."
@@ -236,6 +244,21 @@ class ReverbServicer:
                         await context.write(response)
         except errors.ReverbError as error:
             await self._abort(context, error)
+
+
+def _parse(message_class: Any, data: bytes) -> Any:
+    """``message_class.FromString(data)``; malformed bytes are an ``InvalidArgumentError``.
+
+    (Left to gRPC, a request that does not parse is ``UNKNOWN``, with a message naming
+    the generated class.)
+    """
+    try:
+        return message_class.FromString(data)
+    except DecodeError:
+        name = message_class.DESCRIPTOR.name
+        raise errors.InvalidArgumentError(
+            f"Malformed {name}: the request's bytes are not a valid {name} message."
+        ) from None
 
 
 class _InsertStream:

@@ -833,3 +833,37 @@ async def test_nan_priority_is_refused_for_a_uniform_table(channel, server) -> N
     )
     uniform = server.tables[0]
     assert [k.key for k in uniform.items()] == [1, 3] and uniform.get(1).priority == 1.0
+
+
+@pytest.mark.parametrize(
+    "method, streaming",
+    [
+        ("ServerInfo", False),
+        ("Reset", False),
+        ("Checkpoint", False),
+        ("SampleStream", True),
+        ("InitializeConnection", True),
+    ],
+)
+@pytest.mark.parametrize("garbage", [b"\xff\xff", b"\x0a\x10abc", b"\x08"])
+async def test_undecodable_requests_are_invalid_argument_naming_the_message(
+    channel, server, method, streaming, garbage
+) -> None:
+    if streaming:
+        call = channel.stream_stream(PATH + method)()
+        await call.write(garbage)
+        await call.done_writing()
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            async for _ in call:
+                pass
+    else:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await channel.unary_unary(PATH + method)(garbage)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
+    details = caught.value.details() or ""
+    assert details.startswith("Malformed ") and "Request" in details, details
+    assert "reverb_py" not in details  # the internal proto package stays inside
+    # The server still serves a well-behaved client.
+    assert await insert(
+        channel, [pb.InsertStreamRequest(chunks=[chunk(7)], items=[item(7, "uniform", [7])])]
+    ) == [7]
