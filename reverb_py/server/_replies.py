@@ -9,6 +9,7 @@ sample).
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 from reverb_py import _impl
 from reverb_py._codec.fields import message_fields, read_varint
@@ -79,10 +80,13 @@ def sample_info(table_field: bytes, record: SampledItem) -> bytes:
     return b"".join(info)
 
 
-def sample_responses(table: str, records: list[SampledItem]) -> list[bytes]:
-    """Packs samples into ``SampleStreamResponse`` messages of about 2 MiB of chunks."""
+def sample_responses(table: str, records: list[SampledItem]) -> Iterator[bytes]:
+    """Packs samples into ``SampleStreamResponse`` messages of about 2 MiB of chunks.
+
+    A generator: each response is built when the previous one has been taken, so a
+    stream holds one response (and one sample's pieces) at a time, whatever the batch.
+    """
     table_field = _impl.wire.length_delimited(b"\x12", table.encode())
-    responses: list[bytes] = []
     entries: list[bytes] = []
     size = 0
     for record in records:
@@ -98,7 +102,7 @@ def sample_responses(table: str, records: list[SampledItem]) -> list[bytes]:
                 if parts:
                     entries.append(_impl.wire.length_delimited(b"\x0a", b"".join(parts)))
                     parts = []
-                responses.append(b"".join(entries))
+                yield b"".join(entries)
                 entries = []
                 size = 0
             parts.append(_impl.wire.length_delimited(b"\x12", chunk.data))
@@ -107,5 +111,4 @@ def sample_responses(table: str, records: list[SampledItem]) -> list[bytes]:
                 parts.append(_END_OF_SEQUENCE)
         entries.append(_impl.wire.length_delimited(b"\x0a", b"".join(parts)))
     if entries:
-        responses.append(b"".join(entries))
-    return responses
+        yield b"".join(entries)

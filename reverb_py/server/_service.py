@@ -36,6 +36,10 @@ _logger = logging.getLogger("reverb_py")
 # Reverb's limit: the first batch size asked of a table by a sample stream (later
 # batches double).
 _FIRST_SAMPLE_BATCH = 128
+# The most samples taken from a table at once for one stream: the batch doubles from
+# _FIRST_SAMPLE_BATCH up to this, so a stream asking for millions of samples holds (and
+# loses, if it is cancelled) at most this many taken but not yet sent.
+MAX_SAMPLE_BATCH = 1024
 
 
 # ---------------------------------------------------------------- the servicer
@@ -239,7 +243,7 @@ class ReverbServicer:
                 while remaining > 0:
                     records = await table.sample(min(batch, remaining), timeout=timeout)
                     remaining -= len(records)
-                    batch *= 2
+                    batch = min(2 * batch, MAX_SAMPLE_BATCH)
                     for response in sample_responses(table.name, records):
                         await context.write(response)
         except errors.ReverbError as error:

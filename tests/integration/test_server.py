@@ -867,3 +867,57 @@ async def test_undecodable_requests_are_invalid_argument_naming_the_message(
     assert await insert(
         channel, [pb.InsertStreamRequest(chunks=[chunk(7)], items=[item(7, "uniform", [7])])]
     ) == [7]
+
+
+async def test_a_large_sample_request_is_taken_in_capped_batches(channel, server, monkeypatch):
+    from reverb_py.server import _service
+
+    table = next(t for t in server.tables if t.name == "uniform")
+    asked: list[int] = []
+    original = type(table).sample
+
+    async def spy(self, num_samples=1, **kwargs):
+        asked.append(num_samples)
+        return await original(self, num_samples, **kwargs)
+
+    monkeypatch.setattr(type(table), "sample", spy)
+    await insert(
+        channel, [pb.InsertStreamRequest(chunks=[chunk(1)], items=[item(1, "uniform", [1])])]
+    )
+    wanted = 3 * _service.MAX_SAMPLE_BATCH + 5
+    samples = await take_samples(channel, "uniform", wanted)
+    assert len(samples) == wanted
+    assert max(asked) == _service.MAX_SAMPLE_BATCH
+    assert sum(asked) >= wanted
+
+
+def test_sample_responses_are_built_one_at_a_time() -> None:
+    from reverb_py.server._chunks import Chunk
+    from reverb_py.server._replies import sample_responses
+    from reverb_py.table import Item, SampledItem
+
+    touched: list[int] = []
+
+    class Watched(Chunk):
+        __slots__ = ()
+
+        @property  # type: ignore[override]
+        def data(self) -> bytes:
+            touched.append(self.key)
+            return b"x" * (1024 * 1024)
+
+        @data.setter
+        def data(self, value: bytes) -> None:
+            pass
+
+    records = []
+    for key in range(1, 9):
+        item = Item(key, 1.0, chunks=(Watched(key, 1, b""),))
+        records.append(SampledItem(item, 1.0, 1, 1.0, 1, False))
+    responses = sample_responses("t", records)
+    first = next(responses)
+    # About 2 MiB per response: the first holds the first two samples' chunks, and the
+    # later samples' chunks have not been read yet.
+    assert len(first) > 2 * 1024 * 1024 and max(touched) <= 3
+    assert len(list(responses)) == 3
+    assert max(touched) == 8
