@@ -40,6 +40,9 @@ _FIRST_SAMPLE_BATCH = 128
 # _FIRST_SAMPLE_BATCH up to this, so a stream asking for millions of samples holds (and
 # loses, if it is cancelled) at most this many taken but not yet sent.
 MAX_SAMPLE_BATCH = 1024
+# How long a failing insert stream waits for its last confirmations to be written before
+# it sends the error anyway.
+_CONFIRMATION_DRAIN_S = 5.0
 
 
 # ---------------------------------------------------------------- the servicer
@@ -311,9 +314,22 @@ class _InsertStream:
             if failure is None:
                 await writer
             else:
-                writer.cancel()
+                # The confirmations already due go out first, then the error: a writer
+                # cancelled in the middle of a write would leave the call without a status.
+                await self._stop_writer(writer)
         if failure is not None:
             await self._context.abort(status_for_error(failure), str(failure))
+
+    @staticmethod
+    async def _stop_writer(writer: asyncio.Future[None]) -> None:
+        """Lets the confirmation writer finish, within a bound: a client that does not
+        read may keep a write waiting; then the writer is cancelled."""
+        done, _ = await asyncio.wait({writer}, timeout=_CONFIRMATION_DRAIN_S)
+        if not done:
+            writer.cancel()
+            await asyncio.wait({writer})
+        elif not writer.cancelled() and writer.exception() is not None:
+            _logger.debug("insert stream: confirmations not sent: %s", writer.exception())
 
     def _handle(self, request: InsertRequest) -> None:
         if not request.chunks and not request.items:

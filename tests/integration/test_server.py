@@ -921,3 +921,48 @@ def test_sample_responses_are_built_one_at_a_time() -> None:
     assert len(first) > 2 * 1024 * 1024 and max(touched) <= 3
     assert len(list(responses)) == 3
     assert max(touched) == 8
+
+
+@pytest.mark.parametrize(
+    "second, code",
+    [
+        ("unknown table", grpc.StatusCode.NOT_FOUND),
+        ("released chunk", grpc.StatusCode.INTERNAL),
+        ("empty request", grpc.StatusCode.INVALID_ARGUMENT),
+    ],
+)
+async def test_an_error_after_a_confirmed_insert_reaches_every_stream(
+    channel, server, second, code
+) -> None:
+    async def one(k: int) -> grpc.StatusCode:
+        call = insert_stream(channel)
+        key = 1000 + k
+        keep = [] if second == "released chunk" else [key]
+        await call.write(
+            pb.InsertStreamRequest(
+                chunks=[chunk(key)], items=[item(key, "uniform", [key])], keep_chunk_keys=keep
+            )
+        )
+        if second == "unknown table":
+            bad = pb.InsertStreamRequest(items=[item(5000 + k, "nope", [key])])
+        elif second == "released chunk":
+            bad = pb.InsertStreamRequest(items=[item(5000 + k, "uniform", [key])])
+        else:
+            bad = pb.InsertStreamRequest()
+        await call.write(bad)
+        # The stream stays open (no done_writing), as a writer's does.
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            async for _ in call:
+                pass
+        return caught.value.code()
+
+    before = live_chunk_count()
+    codes = await asyncio.wait_for(asyncio.gather(*(one(k) for k in range(20))), timeout=30)
+    assert codes == [code] * 20
+    table = next(t for t in server.tables if t.name == "uniform")
+    assert table.info.current_size == 20  # every first, good item went in
+    await unary(channel, "Reset", pb.ResetRequest, pb.ResetResponse)(
+        pb.ResetRequest(table="uniform")
+    )
+    # Every stream ended and released what it held.
+    assert live_chunk_count() == before
