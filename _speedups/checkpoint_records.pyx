@@ -48,7 +48,6 @@ def decode_item(payload, chunks, episodes, new_item):
 
 __all__ = [
     "chunk_header",
-    "chunk_key_and_episode",
     "decode_item",
     "decode_items",
     "encode_items",
@@ -355,46 +354,6 @@ cdef inline Py_ssize_t _codec_field(const uint8_t* data, Py_ssize_t pos, Py_ssiz
             raise InvalidArgumentError("Truncated message: a field runs past the end.")
         return pos
     raise InvalidArgumentError(f"Malformed message: wire type {wire_type[0]}.")
-
-
-def chunk_key_and_episode(data) -> tuple:
-    """``ChunkData.chunk_key`` and ``sequence_range.episode_id`` of a serialised chunk,
-    read without decoding (or copying) its tensors; reading stops once both were seen.
-
-    Raises:
-      InvalidArgumentError: the bytes are not a well-formed message.
-    """
-    cdef const unsigned char[::1] view
-    cdef const uint8_t* base
-    cdef Py_ssize_t end, pos = 0, sub_pos, sub_end, start = 0, sub_start = 0
-    cdef uint64_t number, value, sub_number, sub_value
-    cdef int wire_type, sub_type
-    cdef uint64_t key = 0, episode_id = 0
-    cdef int seen = 0
-    if type(data) is bytes:
-        base = <const uint8_t*>PyBytes_AS_STRING(data)
-        end = PyBytes_GET_SIZE(data)
-    else:
-        view = memoryview(data).cast("B")
-        end = view.shape[0]
-        base = &view[0] if end else <const uint8_t*>b""
-    while pos < end:
-        pos = _codec_field(base, pos, end, &number, &wire_type, &value, &start)
-        if number == 1 and wire_type == 0:
-            key = value
-            seen |= 1
-        elif number == 2 and wire_type == 2:
-            sub_pos = start
-            sub_end = start + <Py_ssize_t>value
-            while sub_pos < sub_end:
-                sub_pos = _codec_field(base, sub_pos, sub_end, &sub_number, &sub_type,
-                                       &sub_value, &sub_start)
-                if sub_number == 1 and sub_type == 0:
-                    episode_id = sub_value
-            seen |= 2
-        if seen == 3:
-            break
-    return PyLong_FromUnsignedLongLong(key), PyLong_FromUnsignedLongLong(episode_id)
 
 
 cdef int64_t _tensor_steps(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end) except? -2:

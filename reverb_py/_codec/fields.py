@@ -12,7 +12,7 @@ from typing import Any
 
 from reverb_py.errors import InvalidArgumentError
 
-__all__ = ["chunk_header", "chunk_key_and_episode", "message_fields", "read_varint"]
+__all__ = ["chunk_header", "message_fields", "read_varint"]
 
 _INT64_SIGN = 1 << 63
 _UINT64_END = 1 << 64
@@ -73,30 +73,6 @@ def message_fields(data: bytes | memoryview) -> Iterator[tuple[int, int, Any]]:
             yield number, wire_type, None
         else:
             raise InvalidArgumentError(f"Malformed message: wire type {wire_type}.")
-
-
-def chunk_key_and_episode(data: bytes | memoryview) -> tuple[int, int]:
-    """``ChunkData.chunk_key`` and ``sequence_range.episode_id`` of a serialised chunk,
-    read without decoding (or copying) its tensors; reading stops once both were seen.
-
-    Raises:
-      InvalidArgumentError: the bytes are not a well-formed message.
-    """
-    key = 0
-    episode_id = 0
-    seen = 0
-    for number, wire_type, value in message_fields(data):
-        if number == 1 and wire_type == 0:
-            key = value
-            seen |= 1
-        elif number == 2 and wire_type == 2:
-            for sub_number, sub_type, sub_value in message_fields(value):
-                if sub_number == 1 and sub_type == 0:
-                    episode_id = sub_value
-            seen |= 2
-        if seen == 3:
-            break
-    return key, episode_id
 
 
 def _int64(value: int) -> int:

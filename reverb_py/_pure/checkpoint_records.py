@@ -12,10 +12,9 @@ Framing (TFRecord)::
     uint64 length, uint32 masked CRC32C of those 8 bytes, payload,
     uint32 masked CRC32C of the payload          (all little-endian)
 
-:func:`chunk_key_and_episode` and :func:`chunk_header` are those of
-:mod:`reverb_py._codec.fields` (the server reads every chunk it receives or loads with
-``chunk_header``). :func:`encode_stored_item`
-writes one stored item (the server's sample replies use it too). Stored items are
+:func:`chunk_header` is that of :mod:`reverb_py._codec.fields` (the server reads every
+chunk it receives or loads with it, and checkpoint loading its key and episode id).
+:func:`encode_stored_item` writes one stored item (the server's sample replies use it too). Stored items are
 decoded with protobuf here. The compiled twin reads the layout that
 Reverb and reverb_py write straight from the bytes and hands anything else (unusual
 field order or encodings, unknown fields, malformed bytes) to :func:`decode_item`
@@ -31,7 +30,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from reverb_py._codec.fields import chunk_header, chunk_key_and_episode
+from reverb_py._codec.fields import chunk_header
 from reverb_py._proto import schema_pb2
 from reverb_py._pure._common import (
     CRC,
@@ -53,7 +52,6 @@ with warnings.catch_warnings():
 
 __all__ = [
     "chunk_header",
-    "chunk_key_and_episode",
     "decode_item",
     "decode_items",
     "encode_items",

@@ -326,7 +326,8 @@ def _unparsable(directory: str, file_name: str, index: int, error: Exception) ->
 def _chunk_key_and_episode(data: bytes) -> tuple[int, int]:
     """``ChunkData.chunk_key`` and ``sequence_range.episode_id`` of serialized chunk bytes."""
     try:
-        return _impl.checkpoint_records.chunk_key_and_episode(data)
+        key, episode_id, _, _, _ = _impl.checkpoint_records.chunk_header(data)
+        return key, episode_id
     except errors.InvalidArgumentError as error:
         raise CorruptRecordError(str(error)) from None
 

@@ -905,16 +905,16 @@ def test_chunk_cache(
 
 
 def test_wire_readers_agree_with_protobuf() -> None:
-    from reverb_py._codec.fields import chunk_key_and_episode, message_fields, read_varint
+    from reverb_py._codec.fields import chunk_header, message_fields, read_varint
 
     for key, episode in [(0, 0), (1, 2**64 - 1), (2**63 + 5, 7)]:
         chunk = oracles.build_chunk(key, episode, 3, 4, [np.zeros((2, 3), np.int16)])
         data = chunk.SerializeToString()
-        assert chunk_key_and_episode(data) == (key, episode)
+        assert chunk_header(data)[:2] == (key, episode)
         fields = [(number, wire_type) for number, wire_type, _ in message_fields(data)]
         assert fields[0] == (1, 0) if key else fields[0] == (2, 2)
     assert read_varint(b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 0) == (2**64 - 1, 10)
     good = oracles.build_chunk(9, 9, 0, 0, [np.zeros((1, 4), np.float32)]).SerializeToString()
     for bad in (good[:3], good[:5], b"\x0a\xff", b"\x00\x01", b"\x80" * 11, b"\x0b"):
         with pytest.raises(InvalidArgumentError):
-            chunk_key_and_episode(bad)
+            chunk_header(bad)
