@@ -14,8 +14,8 @@ Framing (TFRecord)::
 
 :func:`chunk_header` is that of :mod:`reverb_py._codec.fields` (the server reads every
 chunk it receives or loads with it, and checkpoint loading its key and episode id).
-:func:`encode_stored_item` writes one stored item (the server's sample replies use it too). Stored items are
-decoded with protobuf here. The compiled twin reads the layout that
+:func:`encode_stored_item` writes one stored item (the server's sample replies use it
+too). Stored items are decoded with protobuf here. The compiled twin reads the layout that
 Reverb and reverb_py write straight from the bytes and hands anything else (unusual
 field order or encodings, unknown fields, malformed bytes) to :func:`decode_item`
 below, so both give protobuf's answer for every input.
