@@ -12,6 +12,8 @@
 #   make bench    run the benchmarks in benchmarks/ and write their JSON results
 #   make interop  test against the real dm-reverb 0.14 (installed into .venv-reverb)
 #   make test-packaging  build the sdist and a wheel, install them into fresh venvs
+#   make test-frameworks  the TensorFlow, PyTorch and JAX tests (installed into
+#                 .venv-frameworks), compiled, then pure
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -23,8 +25,13 @@ JOBS ?= $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
 # environment and is never a dependency of reverb_py.
 REVERB_PYTHON ?= python3.11
 REVERB_VENV ?= .venv-reverb
+# TensorFlow, PyTorch (the CPU build) and JAX, pinned together: optional extras of
+# reverb_py, tested in their own environment.
+FRAMEWORKS_VENV ?= .venv-frameworks
+FRAMEWORKS_PY := $(FRAMEWORKS_VENV)/bin/python
+FRAMEWORKS ?= tensorflow==2.21.0 torch==2.13.0 jax==0.10.2 jaxlib==0.10.2
 
-.PHONY: test lint typecheck test-debug test-packaging run build debug protos bench interop clean
+.PHONY: test lint typecheck test-debug test-packaging test-frameworks run build debug protos bench interop clean
 
 # The editable install compiles nothing (REVERB_PY_NO_EXTENSIONS=1): `build` compiles
 # every module once, in place, where the editable package imports them from.
@@ -62,6 +69,19 @@ test: lint typecheck build
 test-packaging: $(VENV)/.installed
 	REVERB_PY_PACKAGING_TESTS=1 $(PY) -m pytest tests/packaging -m packaging -p no:cacheprovider $(PYTEST_ARGS)
 
+# The compiled modules built in place by `build` serve this environment too (same Python).
+$(FRAMEWORKS_VENV)/.installed: pyproject.toml setup.py
+	@echo "reverb_py: creating $(FRAMEWORKS_VENV) with $(FRAMEWORKS)"
+	$(PYTHON) -m venv $(FRAMEWORKS_VENV)
+	$(FRAMEWORKS_PY) -m pip install --quiet --upgrade pip
+	$(FRAMEWORKS_PY) -m pip install --quiet "setuptools>=77" wheel "Cython>=3.0" $(FRAMEWORKS)
+	REVERB_PY_NO_EXTENSIONS=1 $(FRAMEWORKS_PY) -m pip install --quiet --no-build-isolation -e '.[test]'
+	touch $@
+
+test-frameworks: build $(FRAMEWORKS_VENV)/.installed
+	REVERB_PY_FRAMEWORKS_TESTS=1 REVERB_PY_REQUIRE_SPEEDUPS=1 $(FRAMEWORKS_PY) -m pytest tests/frameworks -m frameworks -p no:cacheprovider $(PYTEST_ARGS)
+	REVERB_PY_FRAMEWORKS_TESTS=1 REVERB_PY_NO_EXTENSIONS=1 $(FRAMEWORKS_PY) -m pytest tests/frameworks -m frameworks -p no:cacheprovider $(PYTEST_ARGS)
+
 # The integration tests in asyncio debug mode. Not part of `make test`: in a fresh clone
 # this run was seen to grow one process past the machine's memory (not yet understood).
 test-debug: build
@@ -98,6 +118,6 @@ interop: build $(REVERB_VENV)/.installed
 		$(PY) -m pytest tests/interop -p no:cacheprovider $(PYTEST_ARGS)
 
 clean:
-	rm -rf build dist $(VENV) $(REVERB_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
+	rm -rf build dist $(VENV) $(REVERB_VENV) $(FRAMEWORKS_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
 		reverb_py/_writer/*.cpp reverb_py/_writer/*.html
 	find reverb_py -name '*.so' -delete -o -name '*.pyd' -delete

@@ -23,6 +23,9 @@ REQUIRE_SPEEDUPS = bool(os.environ.get("REVERB_PY_REQUIRE_SPEEDUPS"))
 # The interop suite needs dm-reverb in its own environment; `make interop` provides it
 # and runs that suite on its own.
 collect_ignore = [] if os.environ.get("REVERB_PY_DM_REVERB_PYTHON") else ["interop"]
+# TensorFlow, PyTorch and JAX live in their own environment (`make test-frameworks`).
+if not os.environ.get("REVERB_PY_FRAMEWORKS_TESTS"):
+    collect_ignore.append("frameworks")
 NO_EXTENSIONS = bool(os.environ.get("REVERB_PY_NO_EXTENSIONS"))
 
 
