@@ -14,6 +14,8 @@
 #   make test-packaging  build the sdist and a wheel, install them into fresh venvs
 #   make test-frameworks  the TensorFlow, PyTorch and JAX tests (installed into
 #                 .venv-frameworks), compiled, then pure
+#   make test-oldest  the suite on the oldest protobuf and grpcio supported (.venv-oldest)
+#   make test-beside-reverb  pip-install reverb_py beside TensorFlow 2.15 and dm-reverb 0.14
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -31,7 +33,8 @@ FRAMEWORKS_VENV ?= .venv-frameworks
 FRAMEWORKS_PY := $(FRAMEWORKS_VENV)/bin/python
 FRAMEWORKS ?= tensorflow==2.21.0 torch==2.13.0 jax==0.10.2 jaxlib==0.10.2
 
-.PHONY: test lint typecheck test-debug test-packaging test-frameworks run build debug protos bench interop clean
+.PHONY: test lint typecheck test-debug test-packaging test-frameworks test-oldest test-beside-reverb \
+	run build debug protos bench interop clean
 
 # The editable install compiles nothing (REVERB_PY_NO_EXTENSIONS=1): `build` compiles
 # every module once, in place, where the editable package imports them from.
@@ -82,6 +85,46 @@ test-frameworks: build $(FRAMEWORKS_VENV)/.installed
 	REVERB_PY_FRAMEWORKS_TESTS=1 REVERB_PY_REQUIRE_SPEEDUPS=1 $(FRAMEWORKS_PY) -m pytest tests/frameworks -m frameworks -p no:cacheprovider $(PYTEST_ARGS)
 	REVERB_PY_FRAMEWORKS_TESTS=1 REVERB_PY_NO_EXTENSIONS=1 $(FRAMEWORKS_PY) -m pytest tests/frameworks -m frameworks -p no:cacheprovider $(PYTEST_ARGS)
 
+# The oldest protobuf and grpcio reverb_py supports (the floors in pyproject.toml): the
+# suite in its own environment, compiled (the modules `build` compiled in place serve it:
+# same Python), then pure.
+OLDEST_VENV ?= .venv-oldest
+OLDEST ?= protobuf==4.21.6 grpcio==1.80.0
+$(OLDEST_VENV)/.installed: pyproject.toml setup.py
+	@echo "reverb_py: creating $(OLDEST_VENV) with $(OLDEST)"
+	$(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(OLDEST_VENV)/bin/python -m pip install --quiet "setuptools>=77" wheel "Cython>=3.0"
+	REVERB_PY_NO_EXTENSIONS=1 $(OLDEST_VENV)/bin/python -m pip install --quiet --no-build-isolation \
+		-e '.[test]' $(OLDEST)
+	touch $@
+
+test-oldest: build $(OLDEST_VENV)/.installed
+	$(OLDEST_VENV)/bin/python -c "import sys; from importlib.metadata import version; \
+		pins = dict(p.split('==') for p in sys.argv[1:]); \
+		found = {n: version(n) for n in pins}; print('reverb_py: running on', found); \
+		assert found == pins, (found, pins)" $(OLDEST)
+	REVERB_PY_REQUIRE_SPEEDUPS=1 $(OLDEST_VENV)/bin/python -m pytest -m "not packaging" -p no:cacheprovider $(PYTEST_ARGS)
+	REVERB_PY_NO_EXTENSIONS=1 $(OLDEST_VENV)/bin/python -m pytest -m "not packaging" -p no:cacheprovider $(PYTEST_ARGS)
+
+# reverb_py installed with pip where Reverb users are: beside TensorFlow 2.15.1 and
+# dm-reverb 0.14.0 (and TensorFlow's protobuf < 5). The environment layers over
+# $(REVERB_VENV): a .pth file adds its site-packages and nothing is installed there, so
+# pip resolves reverb_py's dependencies against what it holds without fetching
+# TensorFlow again. The wheel is the pure one (nothing compiled twice).
+BESIDE_VENV ?= .venv-beside-reverb
+test-beside-reverb: $(VENV)/.installed $(REVERB_VENV)/.installed
+	rm -rf $(BESIDE_VENV) build/beside-reverb
+	REVERB_PY_NO_EXTENSIONS=1 $(PY) -m pip wheel --quiet --no-deps --no-build-isolation \
+		-w build/beside-reverb .
+	$(REVERB_PYTHON) -m venv $(BESIDE_VENV)
+	$(abspath $(REVERB_VENV))/bin/python -c "import sysconfig; \
+		print('import site; site.addsitedir(%r)' % sysconfig.get_paths()['purelib'])" \
+		> "$$($(BESIDE_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_beside_dm_reverb.pth"
+	$(BESIDE_VENV)/bin/python -m pip install --quiet build/beside-reverb/reverb_py-*.whl
+	$(BESIDE_VENV)/bin/python -m pip check
+	cd build && $(abspath $(BESIDE_VENV))/bin/python $(abspath tests/packaging/beside_dm_reverb.py)
+
 # The integration tests in asyncio debug mode. Not part of `make test`: in a fresh clone
 # this run was seen to grow one process past the machine's memory (not yet understood).
 test-debug: build
@@ -96,10 +139,12 @@ run: build
 	$(PY) -m reverb_py.server
 
 # The generated modules are committed; this target reproduces them from protos/ with the
-# protoc bundled in grpcio-tools (see protos/README.md).
+# protoc bundled in grpcio-tools, then removes the runtime version gate so they import on
+# protobuf 4.21 and later (see protos/README.md).
 protos: $(VENV)/.installed
 	$(PY) -m grpc_tools.protoc -Iprotos --python_out=. --pyi_out=. \
 		$$(cd protos && find reverb_py -name '*.proto' | sed 's|^|protos/|')
+	$(PY) protos/strip_version_gate.py reverb_py/_proto/*_pb2.py
 
 bench: build
 	$(PY) -m pip install --quiet --no-build-isolation -e '.[bench]'
@@ -118,6 +163,6 @@ interop: build $(REVERB_VENV)/.installed
 		$(PY) -m pytest tests/interop -p no:cacheprovider $(PYTEST_ARGS)
 
 clean:
-	rm -rf build dist $(VENV) $(REVERB_VENV) $(FRAMEWORKS_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
+	rm -rf build dist $(VENV) $(REVERB_VENV) $(FRAMEWORKS_VENV) $(OLDEST_VENV) $(BESIDE_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
 		reverb_py/_writer/*.cpp reverb_py/_writer/*.html
 	find reverb_py -name '*.so' -delete -o -name '*.pyd' -delete

@@ -3,20 +3,12 @@
 # NO CHECKED-IN PROTOBUF GENCODE
 # source: reverb_py/_proto/struct.proto
 # Protobuf Python Version: 7.35.1
+# Runtime version gate removed by protos/strip_version_gate.py: runs on protobuf >= 4.21.
 """Generated protocol buffer code."""
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pool as _descriptor_pool
-from google.protobuf import runtime_version as _runtime_version
 from google.protobuf import symbol_database as _symbol_database
 from google.protobuf.internal import builder as _builder
-_runtime_version.ValidateProtobufRuntimeVersion(
-    _runtime_version.Domain.PUBLIC,
-    7,
-    35,
-    1,
-    '',
-    'reverb_py/_proto/struct.proto'
-)
 # @@protoc_insertion_point(imports)
 
 _sym_db = _symbol_database.Default()

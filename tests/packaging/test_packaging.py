@@ -76,6 +76,7 @@ def test_sdist_has_what_a_build_needs(sdist: Sdist) -> None:
         "_speedups/*.pxd",
         "_speedups/*.h",
         "protos/**/*.proto",
+        "protos/*.py",
         "tests/**/*.py",
         "reverb_py/_proto/*.pyi",
     ):

@@ -12,13 +12,15 @@ Two kinds of checks:
 
 from __future__ import annotations
 
+import pathlib
+import runpy
 import struct
 from typing import Any
 
 import pytest
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import descriptor_pb2, timestamp_pb2
 from google.protobuf import message as _message
-from google.protobuf import timestamp_pb2
 
 from reverb_py._proto import (
     checkpoint_pb2,
@@ -51,6 +53,20 @@ def _short(full_name: str) -> str:
     return full_name.replace("reverb_py.tensorflow.", "tf.").replace("reverb_py.proto.", "")
 
 
+def _is_repeated(field: Any) -> bool:
+    # Newer runtimes have `is_repeated` and deprecate `label`; protobuf 4.21 has only `label`.
+    if hasattr(field, "is_repeated"):
+        return bool(field.is_repeated)
+    return bool(field.label == field.LABEL_REPEATED)
+
+
+def _is_packed(field: Any) -> bool:
+    # protobuf 4.21 has no `is_packed`: the fields are declared `[packed = true]`.
+    if hasattr(field, "is_packed"):
+        return bool(field.is_packed)
+    return bool(field.GetOptions().packed)
+
+
 def _field_table(descriptor: Any) -> dict[str, tuple[int, str]]:
     """``{name: (number, type)}``; type is e.g. ``int64``, ``repeated tf.TensorProto``."""
     table = {}
@@ -61,7 +77,7 @@ def _field_table(descriptor: Any) -> dict[str, tuple[int, str]]:
             kind = _short(field.enum_type.full_name)
         else:
             kind = _TYPE_NAMES[field.type]
-        if field.is_repeated and not (
+        if _is_repeated(field) and not (
             field.message_type is not None and field.message_type.GetOptions().map_entry
         ):
             kind = f"repeated {kind}"
@@ -209,8 +225,8 @@ def test_tensor_proto_fields() -> None:
         "uint64_val": (17, "repeated uint64"),
     }
     for field in tensor_pb2.TensorProto.DESCRIPTOR.fields:
-        if field.is_repeated and field.name != "string_val":
-            assert field.is_packed, field.name
+        if _is_repeated(field) and field.name != "string_val":
+            assert _is_packed(field), field.name
 
 
 def test_struct_fields() -> None:
@@ -466,12 +482,18 @@ def test_field_options() -> None:
     ]
 
 
+def _streaming(method: Any) -> tuple[bool, bool]:
+    # From the method's proto: protobuf 4.21's descriptors lack `client_streaming`.
+    proto = descriptor_pb2.MethodDescriptorProto()
+    method.CopyToProto(proto)
+    return proto.client_streaming, proto.server_streaming
+
+
 def test_service_declaration() -> None:
     service = reverb_service_pb2.DESCRIPTOR.services_by_name["ReverbService"]
     methods = {
         method.name: (
-            method.client_streaming,
-            method.server_streaming,
+            *_streaming(method),
             _short(method.input_type.full_name),
             _short(method.output_type.full_name),
         )
@@ -953,3 +975,26 @@ def test_oneof_reports_the_member_set() -> None:
     assert options.WhichOneof("distribution") == "lifo"
     value = struct_pb2.StructuredValue.FromString(bytes.fromhex("b2 03 00"))
     assert value.WhichOneof("kind") == "named_tuple_value"
+
+
+def test_committed_modules_are_what_make_protos_generates(tmp_path: pathlib.Path) -> None:
+    """`make protos` (protoc, then protos/strip_version_gate.py) reproduces the committed
+    modules byte for byte, and none of them gates the protobuf runtime version."""
+    protoc = pytest.importorskip("grpc_tools.protoc", reason="grpcio-tools (dev extra)")
+    root = pathlib.Path(__file__).resolve().parents[2]
+    protos = root / "protos"
+    # Names as protoc registers them (relative to the include directory), as `make protos`.
+    sources = sorted(str(p.relative_to(protos)) for p in protos.rglob("*.proto"))
+    bundled = pathlib.Path(protoc.__file__).parent / "_proto"  # google/protobuf/*.proto
+    outputs = [f"--python_out={tmp_path}", f"--pyi_out={tmp_path}"]
+    assert protoc.main(["protoc", f"-I{protos}", f"-I{bundled}", *outputs, *sources]) == 0
+    strip_gate = runpy.run_path(str(root / "protos" / "strip_version_gate.py"))["strip"]
+    committed = sorted((root / "reverb_py" / "_proto").glob("*_pb2.py*"))
+    assert committed
+    for path in committed:
+        generated = (tmp_path / "reverb_py" / "_proto" / path.name).read_text(encoding="utf-8")
+        if path.suffix == ".py":
+            generated = strip_gate(generated)
+            assert "ValidateProtobufRuntimeVersion" not in generated
+            assert strip_gate(generated) == generated
+        assert path.read_text(encoding="utf-8") == generated, path.name
