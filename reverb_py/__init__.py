@@ -5,12 +5,17 @@
 
 from reverb_py import (
     aio,
+    cc,
     checkpointers,
     errors,
     item_selectors,
+    libpybind,
+    platform,
+    pybind,
     rate_limiters,
     reverb_types,
     selectors,
+    server_executable,
 )
 from reverb_py._impl import IMPLEMENTATION
 from reverb_py.client import Client, Writer
@@ -39,11 +44,16 @@ __all__ = [
     "TrajectoryWriter",
     "Writer",
     "aio",
+    "cc",
     "checkpointers",
     "errors",
     "item_selectors",
+    "libpybind",
+    "platform",
+    "pybind",
     "rate_limiters",
     "reverb_types",
     "selectors",
+    "server_executable",
     "__version__",
 ]

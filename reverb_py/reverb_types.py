@@ -3,21 +3,34 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any
 
+from reverb_py import item_selectors
 from reverb_py._proto import schema_pb2
 
-if TYPE_CHECKING:
-    # The package (not item_selectors, a higher layer), for the forward reference below.
-    import reverb_py
+__all__ = [
+    "Fifo",
+    "Heap",
+    "Lifo",
+    "Prioritized",
+    "SelectorType",
+    "SpecNest",
+    "TableInfo",
+    "Uniform",
+]
 
-__all__ = ["TableInfo", "SpecNest", "SelectorType"]
+# Reverb's names for the selector classes (its native ones).
+Fifo = item_selectors.Fifo
+Heap = item_selectors.HeapSelector
+Lifo = item_selectors.Lifo
+Prioritized = item_selectors.Prioritized
+Uniform = item_selectors.Uniform
 
 #: A nest (dicts, lists, tuples, namedtuples) of :class:`reverb_py.TensorSpec`.
 SpecNest = Any
 
 #: What a table accepts as sampler or remover.
-SelectorType = Union["reverb_py.item_selectors.ItemSelector"]
+SelectorType = item_selectors.ItemSelector
 
 
 @dataclasses.dataclass

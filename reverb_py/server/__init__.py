@@ -6,6 +6,6 @@ itself is :mod:`reverb_py.server._daemon`). ``Table`` is re-exported as Reverb's
 """
 
 from reverb_py.server._server import Server
-from reverb_py.table import Table
+from reverb_py.table import Table, TableExtensionBase
 
-__all__ = ["Server", "Table"]
+__all__ = ["Server", "Table", "TableExtensionBase"]

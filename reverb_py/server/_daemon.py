@@ -45,6 +45,22 @@ default) logs a WARNING naming each setting with the configured and the checkpoi
 value and serves the checkpoint's; ``"refuse"`` makes the daemon exit with status 1 and a
 one-line message naming them.
 
+A table may declare its ``signature`` (reported by ``server_info``, checked by
+writers): a spec is a table with ``dtype`` (numpy's name), ``shape`` (``-1`` for an
+unknown dimension; default ``[]``) and an optional ``name``; other tables are dicts of
+specs and arrays are lists::
+
+    [tables.signature]
+    observation = {dtype = "float32", shape = [84, 84, 4]}
+    action = {dtype = "int32"}
+
+``--config`` also takes Reverb's server-executable config, a ``ReverbServerConfig``
+textproto: a file whose name does not end in ``.toml``, or the text itself as
+``reverb_server --config='...'`` takes it (see
+:mod:`reverb_py.server_executable.server_from_proto`). It sets the tables and the port;
+the host and checkpoint options come from ``--host`` and ``--checkpoint_dir``. An error
+in it names the field and its line.
+
 Exit status: 0 after SIGINT/SIGTERM, 1 when the server cannot start (port in use,
 unusable checkpoint directory, refused checkpoint) or the shutdown checkpoint failed,
 2 for a bad config. ``--version`` prints the version.
@@ -65,7 +81,9 @@ import reverb_py
 from reverb_py import _impl, rate_limiters, selectors
 from reverb_py.errors import ConfigError
 from reverb_py.server._server import Server
+from reverb_py.server_executable import server_from_proto
 from reverb_py.table import Table
+from reverb_py.tensor_spec import TensorSpec
 
 __all__ = ["ConfigError", "load_config", "tables_from_config", "main"]
 
@@ -188,6 +206,31 @@ def _rate_limiter(config: Any, where: str) -> rate_limiters.RateLimiter:
     )
 
 
+def _signature(value: Any, where: str) -> Any:
+    """A signature nest from TOML: a table with ``dtype`` is a spec, other tables are
+    dicts, arrays are lists."""
+    if isinstance(value, dict) and "dtype" in value:
+        _check_keys(value, ["dtype", "shape", "name"], where)
+        dtype = _field(value, "dtype", where, str)
+        shape = _field(value, "shape", where, list, [])
+        if not all(isinstance(dim, int) and not isinstance(dim, bool) for dim in shape):
+            raise ConfigError(f"{where}.shape: expected a list of integers (-1: unknown)")
+        if any(dim < -1 for dim in shape):
+            raise ConfigError(f"{where}.shape: dimensions are >= 0, or -1 for unknown")
+        name = _field(value, "name", where, str, None)
+        try:
+            return TensorSpec([None if dim == -1 else dim for dim in shape], dtype, name)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"{where}.dtype: {error}") from None
+    if isinstance(value, dict):
+        return {key: _signature(item, f"{where}.{key}") for key, item in value.items()}
+    if isinstance(value, list):
+        return [_signature(item, f"{where}[{index}]") for index, item in enumerate(value)]
+    raise ConfigError(
+        f'{where}: expected a spec like {{dtype = "float32", shape = [3]}}, a table or a list'
+    )
+
+
 def default_tables() -> list[Table]:
     """The table served when no config is given."""
     return [
@@ -216,7 +259,15 @@ def tables_from_config(config: Mapping[str, Any]) -> list[Table]:
             raise ConfigError(f"{where}: expected a table")
         _check_keys(
             entry,
-            ["name", "sampler", "remover", "max_size", "max_times_sampled", "rate_limiter"],
+            [
+                "name",
+                "sampler",
+                "remover",
+                "max_size",
+                "max_times_sampled",
+                "rate_limiter",
+                "signature",
+            ],
             where,
         )
         name = _field(entry, "name", where, str)
@@ -238,6 +289,9 @@ def tables_from_config(config: Mapping[str, Any]) -> list[Table]:
                     _field(entry, "rate_limiter", where, dict), f"{where}.rate_limiter"
                 ),
                 max_times_sampled=_field(entry, "max_times_sampled", where, int, 0),
+                signature=_signature(entry["signature"], f"{where}.signature")
+                if "signature" in entry
+                else None,
             )
         )
     return tables
@@ -271,6 +325,33 @@ def load_config(path: str) -> dict[str, Any]:
         "config",
     )
     return config
+
+
+#: Suffixes of TOML configs; any other file given to ``--config`` is a textproto.
+TOML_SUFFIXES = (".toml",)
+
+
+def read_config(value: str) -> tuple[dict[str, Any], list[Table], int]:
+    """The settings, tables and port of ``--config VALUE``.
+
+    ``VALUE`` is a TOML file (``.toml``), a ``ReverbServerConfig`` textproto file (any
+    other name), or, as Reverb's ``reverb_server --config`` takes it, the textproto
+    itself. A textproto has no daemon settings (host, checkpoints): those come from the
+    defaults and the command line; its port is used as written (0, or no ``port``:
+    any free port).
+    """
+    if value.endswith(TOML_SUFFIXES):
+        config = load_config(value)
+        return config, tables_from_config(config), port_from_config(config)
+    if os.path.isfile(value):
+        proto = server_from_proto.load_config(value)
+    elif not os.path.exists(value) and any(mark in value for mark in ":{<"):
+        proto = server_from_proto.parse_config(value, "--config")
+    else:
+        raise ConfigError(f"cannot read config {value}: not a file")
+    if not proto.tables:
+        raise ConfigError(f"{value}: tables: at least one table is needed")
+    return {}, server_from_proto.tables_from_proto(proto.tables), proto.port
 
 
 def port_from_config(config: Mapping[str, Any]) -> int:
@@ -364,20 +445,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m reverb_py.server", description="reverb_py replay server"
     )
-    parser.add_argument("--config", help="TOML config file (see the module docs)")
+    parser.add_argument(
+        "--config",
+        help="TOML config file (.toml), ReverbServerConfig textproto file, or the textproto "
+        "itself (see the module docs)",
+    )
     parser.add_argument("--host", help=f"interface to bind (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT})")
+    parser.add_argument("--checkpoint_dir", help="checkpoint directory (overrides the config's)")
     parser.add_argument("--version", action="version", version=f"reverb_py {reverb_py.__version__}")
     args = parser.parse_args(argv)
     if args.port is not None and not 0 <= args.port <= 65535:
         parser.error(f"--port: must be in 0..65535, got {args.port}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
-        config = load_config(args.config) if args.config else {}
+        if args.config:
+            config, tables, config_port = read_config(args.config)
+        else:
+            config, tables, config_port = {}, default_tables(), DEFAULT_PORT
+        if args.checkpoint_dir is not None:
+            config = {**config, "checkpoint_dir": args.checkpoint_dir}
         host = args.host or _field(config, "host", "config", str, DEFAULT_HOST)
-        config_port = port_from_config(config)
         port = args.port if args.port is not None else config_port
-        tables = tables_from_config(config)
         checkpoints = CheckpointSettings(config)
     except ConfigError as error:
         print(f"reverb_py.server: bad config: {error}", file=sys.stderr)

@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             r"reverb_py\._codec",
             r"reverb_py\._codec\.(fields|dtypes|nest)",
             r"reverb_py\._pure\._common",
+            r"reverb_py\.cc(\..*)?",
         ),
     ),
     (
@@ -40,10 +41,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("selection", (r"reverb_py\._impl",)),
-    ("codec", (r"reverb_py\._codec\..*", r"reverb_py\.reverb_types")),
-    ("engine parts", (r"reverb_py\.(item_selectors|selectors|rate_limiters)",)),
+    ("codec", (r"reverb_py\._codec\..*",)),
+    ("engine parts", (r"reverb_py\.(item_selectors|selectors|rate_limiters|reverb_types)",)),
     ("table", (r"reverb_py\.table",)),
-    ("storage", (r"reverb_py\._storage(\..*)?", r"reverb_py\.checkpointers")),
+    (
+        "storage",
+        (r"reverb_py\._storage(\..*)?", r"reverb_py\.checkpointers", r"reverb_py\.platform(\..*)?"),
+    ),
     ("client transport", (r"reverb_py\._client(\..*)?",)),
     (
         "writers",
@@ -55,7 +59,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("asyncio client", (r"reverb_py\.aio",)),
     ("blocking client", (r"reverb_py\.client",)),
-    ("server", (r"reverb_py\.server(\..*)?",)),
+    ("server", (r"reverb_py\.server(\..*)?", r"reverb_py\.server_executable(\..*)?")),
+    ("Reverb's native names", (r"reverb_py\.(lib)?pybind",)),
     ("package", (r"reverb_py",)),
 ]
 

@@ -24,6 +24,7 @@ from google.protobuf import message as _message
 
 from reverb_py._proto import (
     checkpoint_pb2,
+    reverb_config_pb2,
     reverb_service_pb2,
     schema_pb2,
     struct_pb2,
@@ -40,6 +41,7 @@ MODULES = [
     schema_pb2,
     reverb_service_pb2,
     checkpoint_pb2,
+    reverb_config_pb2,
 ]
 
 _TYPE_NAMES = {
@@ -433,6 +435,10 @@ SCHEMA_FIELDS: dict[Any, dict[str, tuple[int, str]]] = {
         "sample_count": (6, "int64"),
         "insert_count": (7, "int64"),
         "delete_count": (8, "int64"),
+    },
+    reverb_config_pb2.ReverbServerConfig: {
+        "tables": (1, "repeated PriorityTableCheckpoint"),
+        "port": (2, "int32"),
     },
 }
 
