@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import operator
 import random
 import time
@@ -42,6 +43,8 @@ from reverb_py._pure._common import KEY_MAX
 from reverb_py.reverb_types import SpecNest, TableInfo
 
 __all__ = ["Item", "SampledItem", "Table", "TableExtensionBase", "TableSnapshot"]
+
+_logger = logging.getLogger("reverb_py")
 
 _TIMEOUT_MESSAGE = "Rate Limiter: Timeout exceeded before the right to insert was acquired."
 _CLOSED_MESSAGE = "RateLimiter has been cancelled"
@@ -158,14 +161,64 @@ class TableSnapshot:
 
 
 class TableExtensionBase:
-    """Base class of table extensions (kept for source compatibility with Reverb).
+    """Hooks a table calls as its items change (Reverb's table extensions).
 
-    Extensions are stored with the table and copied by :meth:`Table.replace`.
+    Subclass it, override any of the ``on_*`` methods and pass instances as
+    ``Table(extensions=[...])``. The table calls them where Reverb calls its C++
+    extensions (``reverb/cc/table_extensions``):
+
+    * :meth:`on_insert` just after a new item went in (before the remover evicts one
+      when the table is over ``max_size``);
+    * :meth:`on_update` just after an item's priority changed (``mutate_priorities``,
+      or an insert under a key the table holds);
+    * :meth:`on_sample` for each sampled item, with ``item.times_sampled`` already
+      counting this sample, before the item is deleted for reaching
+      ``max_times_sampled``;
+    * :meth:`on_delete` just after an item left the table (evicted, deleted by
+      ``mutate_priorities`` or sampled ``max_times_sampled`` times);
+    * :meth:`on_reset` just before ``reset`` removes every item (no ``on_delete`` then).
+
+    Restoring a checkpoint calls no hook. Hooks run on the table's event loop (the
+    server's loop thread), inside the table operation, so they see the table as it is at
+    that point. They must be quick and must not block; slow or async work belongs in a
+    task they schedule (``asyncio.get_running_loop().create_task(...)``). A hook must not
+    insert into, sample from or mutate its own table (other tables are fine). An
+    exception raised by a hook is logged (``reverb_py`` logger, ERROR, with the
+    traceback) and the operation goes on: the table keeps serving. A table calls only
+    the hooks a subclass overrides; without extensions nothing is called.
+
+    One extension object may serve several tables (:meth:`Table.replace` keeps the
+    extensions); each hook is told which table calls it.
     """
 
-    def build_internal_extensions(self, table_name: str) -> Sequence[Any]:
-        """Returns the engine-side hooks of this extension for ``table_name``."""
-        raise NotImplementedError
+    def on_insert(self, table: Table, item: Item) -> None:
+        """``item`` was just inserted into ``table``."""
+
+    def on_update(self, table: Table, item: Item) -> None:
+        """``item``'s priority was just changed (``item.priority`` is the new one)."""
+
+    def on_sample(self, table: Table, item: Item) -> None:
+        """``item`` was just sampled; ``item.times_sampled`` counts this sample."""
+
+    def on_delete(self, table: Table, item: Item) -> None:
+        """``item`` was just removed from ``table``."""
+
+    def on_reset(self, table: Table) -> None:
+        """``table`` is about to remove every item."""
+
+    def build_internal_extensions(self, table_name: str) -> Sequence[TableExtensionBase]:
+        """Reverb's hook for building its C++ extensions; here the extension itself."""
+        return [self]
+
+
+def _overridden(extensions: Sequence[TableExtensionBase], hook: str) -> tuple[Any, ...]:
+    """The bound ``hook`` of each extension whose class overrides it."""
+    default = getattr(TableExtensionBase, hook)
+    return tuple(
+        getattr(extension, hook)
+        for extension in extensions
+        if getattr(type(extension), hook) is not default
+    )
 
 
 class _Waiter:
@@ -230,6 +283,16 @@ class Table:
         self._max_size = int(max_size)
         self._max_times_sampled = int(max_times_sampled)
         self._extensions = tuple(extensions)
+        for extension in self._extensions:
+            if not isinstance(extension, TableExtensionBase):
+                raise TypeError(f"extensions must be TableExtensionBase objects, got {extension!r}")
+        # PERF(no-extensions): each hook point tests one of these tuples (empty without
+        # extensions) and calls nothing more.
+        self._on_insert = _overridden(self._extensions, "on_insert")
+        self._on_update = _overridden(self._extensions, "on_update")
+        self._on_sample = _overridden(self._extensions, "on_sample")
+        self._on_delete = _overridden(self._extensions, "on_delete")
+        self._on_reset = _overridden(self._extensions, "on_reset")
         self._signature: SpecNest | None = None
         self._signature_proto: Any = None
         if signature:
@@ -570,6 +633,8 @@ class Table:
             for structure in self._priority_users:
                 structure.update(key, item.priority)
             existing.priority = item.priority
+            if self._on_update:
+                self._call_hooks(self._on_update, existing)
         else:
             self._strict.insert(key, item.priority)
             self._lax.insert(key, item.priority)
@@ -579,6 +644,8 @@ class Table:
             episodes = self._episodes
             for episode_id in item.episode_ids:
                 episodes[episode_id] += 1
+            if self._on_insert:
+                self._call_hooks(self._on_insert, item)
             if len(self._items) > self._max_size:
                 victim, _ = self._remover.sample(self._random())
                 self._delete(victim)
@@ -600,7 +667,21 @@ class Table:
                 else:
                     del episodes[episode_id]
                     self._num_deleted_episodes += 1
+        if self._on_delete:
+            self._call_hooks(self._on_delete, item)
         return item
+
+    def _call_hooks(self, hooks: tuple[Any, ...], *args: Any) -> None:
+        """Calls extension hooks; an exception is logged and goes no further."""
+        for hook in hooks:
+            try:
+                hook(self, *args)
+            except Exception:  # noqa: BLE001 - a hook must not take the table down
+                _logger.exception(
+                    "table %r: extension hook %s failed; the table goes on",
+                    self._name,
+                    getattr(hook, "__qualname__", hook),
+                )
 
     # ------------------------------------------------------------------ sample
 
@@ -662,6 +743,7 @@ class Table:
         sampler = self._sampler
         rand = self._random
         max_times = self._max_times_sampled
+        on_sample = self._on_sample
         while len(records) < num_samples and items and limiter.try_sample():
             key, probability = sampler.sample(rand())
             item = items[key]
@@ -673,6 +755,8 @@ class Table:
             records.append(
                 SampledItem(item, probability, len(items), item.priority, times, rate_limited)
             )
+            if on_sample:
+                self._call_hooks(on_sample, item)
             if times == max_times:
                 self._delete(key)
 
@@ -838,6 +922,9 @@ class Table:
                 for structure in self._priority_users:
                     structure.update_many(keys, priorities)
                 mutations.assign_priorities(targets, priorities)
+                if self._on_update:
+                    for target in targets:
+                        self._call_hooks(self._on_update, target)
         deleted = False
         for key in delete_keys:
             if self._delete(key) is not None:
@@ -850,6 +937,8 @@ class Table:
 
         Waiting inserts may proceed afterwards.
         """
+        if self._on_reset:
+            self._call_hooks(self._on_reset)
         self._items.clear()
         self._sampler.clear()
         self._remover.clear()

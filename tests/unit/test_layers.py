@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("codec", (r"reverb_py\._codec\..*",)),
     ("engine parts", (r"reverb_py\.(item_selectors|selectors|rate_limiters|reverb_types)",)),
     ("table", (r"reverb_py\.table",)),
+    ("table extensions", (r"reverb_py\.table_extensions",)),
     (
         "storage",
         (r"reverb_py\._storage(\..*)?", r"reverb_py\.checkpointers", r"reverb_py\.platform(\..*)?"),
