@@ -39,7 +39,10 @@ class TableInfo:
 
     The ``*_options`` / ``*_info`` / ``table_worker_time`` fields are Reverb's protocol
     messages (callers use ``HasField`` on them); ``signature`` is the decoded nest of
-    :class:`reverb_py.TensorSpec`, or None.
+    specs, or None: ``tf.TensorSpec`` (and TensorFlow's other ``TypeSpec``s) when the
+    process has imported TensorFlow, as dm-reverb returns, otherwise
+    :class:`reverb_py.TensorSpec` / :class:`reverb_py.BoundedTensorSpec`. reverb_py never
+    imports TensorFlow itself.
     """
 
     name: str
@@ -58,9 +61,11 @@ class TableInfo:
     @classmethod
     def from_proto(cls, proto: schema_pb2.TableInfo) -> TableInfo:
         """Builds the snapshot from a ``TableInfo`` message."""
-        from reverb_py._codec.signature import decode_signature
+        from reverb_py._codec.signature import decode_signature_for_caller
 
-        signature = decode_signature(proto.signature) if proto.HasField("signature") else None
+        signature = None
+        if proto.HasField("signature"):
+            signature = decode_signature_for_caller(proto.signature)
         return cls(
             name=proto.name,
             sampler_options=proto.sampler_options,

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import collections
 import functools
+import importlib
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -46,6 +48,7 @@ from reverb_py.tensor_spec import BoundedTensorSpec, Shape, TensorSpec
 __all__ = [
     "check_sendable",
     "decode_signature",
+    "decode_signature_for_caller",
     "encode_signature",
     "flatten_signature",
 ]
@@ -313,3 +316,30 @@ def flatten_signature(signature: object) -> list[tuple[str, TensorSpec]]:
     out: list[tuple[str, TensorSpec]] = []
     _flatten_into(signature, (), out)
     return out
+
+
+def decode_signature_for_caller(proto: struct_pb2.StructuredValue) -> Any:
+    """The signature as the caller's world has it: ``tf.TensorSpec`` nests when
+    TensorFlow is already imported, reverb_py's specs otherwise.
+
+    NOTE(tf-specs): TensorFlow is never imported here: only a process that imported it
+    (``"tensorflow" in sys.modules``) gets TensorFlow's specs, decoded by TensorFlow's
+    own structure coder from the same bytes, exactly as dm-reverb decodes them. If that
+    coder cannot be loaded or refuses the message, reverb_py's decoding is used.
+    """
+    if "tensorflow" in sys.modules:
+        try:
+            # By name: TensorFlow is an optional dependency, without type stubs here.
+            tf_struct_pb2 = importlib.import_module("tensorflow.core.protobuf.struct_pb2")
+            nested_structure_coder = importlib.import_module(
+                "tensorflow.python.saved_model.nested_structure_coder"
+            )
+        except ImportError:
+            pass
+        else:
+            try:
+                message = tf_struct_pb2.StructuredValue.FromString(proto.SerializeToString())
+                return nested_structure_coder.decode_proto(message)
+            except Exception:  # noqa: BLE001 - fall back to reverb_py's decoding
+                pass
+    return decode_signature(proto)
