@@ -71,9 +71,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import select
 import signal
 import sys
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -440,6 +440,15 @@ def _one_line(error: BaseException) -> str:
     return "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
 
 
+def _drain(fd: int) -> None:
+    """Reads everything waiting in a non-blocking pipe."""
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the daemon until SIGINT or SIGTERM; returns the exit status."""
     parser = argparse.ArgumentParser(
@@ -484,19 +493,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError) as error:
         print(f"reverb_py.server: {_one_line(error)}", file=sys.stderr)
         return 1
-    stop = threading.Event()
+    # NOTE(signal-wakeup): the handler only records the signal; a byte on the wakeup
+    # pipe (written by the interpreter itself) ends the wait. Setting a threading.Event
+    # from the handler could deadlock: the handler runs in the main thread, which may be
+    # holding that Event's lock at that very moment (entering its wait).
+    received: list[int] = []
 
     def request_stop(signum: int, _frame: Any) -> None:
-        _logger.info("received %s, stopping", signal.Signals(signum).name)
-        stop.set()
+        received.append(signum)
 
+    wakeup_read, wakeup_write = os.pipe()
+    os.set_blocking(wakeup_read, False)
+    os.set_blocking(wakeup_write, False)
+    previous_wakeup = signal.set_wakeup_fd(wakeup_write)
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
-    _logger.info("serving on %s (implementation: %s)", server.address, _impl.IMPLEMENTATION)
-    for table in tables:
-        _logger.info("table %r", table)
-    while not stop.wait(checkpoints.interval):
-        _checkpoint(server, "periodic")
+    try:
+        _logger.info("serving on %s (implementation: %s)", server.address, _impl.IMPLEMENTATION)
+        for table in tables:
+            _logger.info("table %r", table)
+        while not received:
+            ready, _, _ = select.select([wakeup_read], [], [], checkpoints.interval)
+            if ready:
+                _drain(wakeup_read)
+            elif not received:
+                _checkpoint(server, "periodic")
+    finally:
+        signal.set_wakeup_fd(previous_wakeup)
+        os.close(wakeup_read)
+        os.close(wakeup_write)
+    _logger.info("received %s, stopping", signal.Signals(received[0]).name)
     saved = _checkpoint(server, "shutdown") if checkpoints.on_shutdown else True
     server.stop(grace=1.0)
     if not saved:
