@@ -94,6 +94,27 @@ def test_daemon_takes_the_textproto_itself_as_reverb_server_does() -> None:
     _check_example_tables(_serve_and_stop("--config", REVERB_EXAMPLE))
 
 
+def test_checkpoint_dir_from_the_command_line(tmp_path) -> None:
+    directory = tmp_path / "checkpoints"
+    process = start("--config", REVERB_EXAMPLE, "--checkpoint_dir", str(directory))
+    try:
+        address = read_address(process)
+        with grpc.insecure_channel(address) as channel:
+            response = channel.unary_unary(
+                "/deepmind.reverb.ReverbService/Checkpoint",
+                request_serializer=pb.CheckpointRequest.SerializeToString,
+                response_deserializer=pb.CheckpointResponse.FromString,
+            )(pb.CheckpointRequest(), timeout=30)
+        assert response.checkpoint_path.startswith(str(directory))
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=30)
+        assert process.returncode == 0, output
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
 @pytest.mark.parametrize(
     "text, expected",
     [
