@@ -31,6 +31,11 @@ from reverb_py.trajectory_writer import TrajectoryWriter
 __all__ = ["Client", "Writer"]
 
 _DONE = object()
+# Samples a blocking `sample` iterator decodes ahead of its consumer, and how many the
+# consumer takes before it lets the stream go on: a slow consumer holds the stream (and
+# the server's flow control), not memory.
+_SAMPLE_WINDOW = 64
+_SAMPLE_CREDIT = 16
 
 
 class Client:
@@ -160,6 +165,16 @@ class Client:
     ) -> Iterator[ReplaySample | list[ReplaySample]]:
         results: queue.SimpleQueue[Any] = queue.SimpleQueue()
         stop = threading.Event()
+        loop = self._loop_thread.loop
+        # Credit for the pump (touched on the loop only): samples it may still hand over.
+        credit = [_SAMPLE_WINDOW]
+        waiter: list[asyncio.Future[None] | None] = [None]
+
+        def grant(n: int) -> None:
+            credit[0] += n
+            pending = waiter[0]
+            if pending is not None and not pending.done():
+                pending.set_result(None)
 
         async def pump() -> None:
             try:
@@ -173,6 +188,11 @@ class Client:
                     results.put(sample)
                     if stop.is_set():
                         return
+                    credit[0] -= 1
+                    while credit[0] <= 0:
+                        room: asyncio.Future[None] = loop.create_future()
+                        waiter[0] = room
+                        await room
             except asyncio.CancelledError:
                 raise
             except BaseException as error:  # noqa: BLE001 - handed to the consumer.
@@ -181,6 +201,7 @@ class Client:
             results.put(_DONE)
 
         future = self._loop_thread.submit(pump())
+        taken = 0
         try:
             while True:
                 item = results.get()
@@ -188,6 +209,10 @@ class Client:
                     return
                 if isinstance(item, BaseException):
                     raise item
+                taken += 1
+                if taken == _SAMPLE_CREDIT:
+                    loop.call_soon_threadsafe(grant, taken)
+                    taken = 0
                 yield item
         finally:
             stop.set()
