@@ -413,7 +413,7 @@ class _InsertStream:
                 self._hold(chunk)
         # Every item of the request is checked before any goes in.
         inserts = [
-            self._prepare(schema_pb2.PrioritizedItem.FromString(data)) for data in request.items
+            self._prepare(_parse(schema_pb2.PrioritizedItem, data)) for data in request.items
         ]
         for table, item in inserts:
             self._insert(table, item)
