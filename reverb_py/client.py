@@ -229,7 +229,7 @@ class Client:
             self._channel_on_loop,
             self._loop_thread.loop,
             configs,
-            lambda internal, _transport: StructuredWriter(internal),
+            StructuredWriter,
         )
 
     def writer(

@@ -148,9 +148,15 @@ class StructuredWriter(_StructuredWriterBase):
     on exit (unless the block raised a ``ReverbError``); ``close()`` stops it.
     """
 
-    def __init__(self, engine: InternalStructuredWriter) -> None:
-        """Wraps an engine (see ``Client.structured_writer``)."""
+    def __init__(self, engine: InternalStructuredWriter, transport: Any) -> None:
+        """Wraps an engine and its transport (see ``Client.structured_writer``).
+
+        Args:
+          engine: the structured engine.
+          transport: its writer engine's transport (has ``wait_confirmed``).
+        """
         super().__init__(engine)
+        self._transport = transport
 
     def __enter__(self) -> StructuredWriter:
         return self
@@ -179,15 +185,20 @@ class StructuredWriter(_StructuredWriterBase):
 
         Args:
           block_until_num_items: how many items may stay pending.
-          timeout_ms: milliseconds to wait; None (and 0 or less, as in Reverb) waits
-            forever. After a timeout the items keep being sent.
+          timeout_ms: None waits forever; else a deadline in milliseconds (0 or less:
+            immediate, as in Reverb, unlike ``TrajectoryWriter.flush``). After a
+            timeout the items keep being sent.
 
         Raises:
           ValueError: ``block_until_num_items < 0``.
           DeadlineExceededError: the timeout passed.
         """
         _check_block_until(block_until_num_items)
-        self._writer.writer.Flush(block_until_num_items, -1 if timeout_ms is None else timeout_ms)
+        self._writer.writer.PrepareFlush(block_until_num_items)
+        timeout = None if timeout_ms is None else max(timeout_ms, 0) / 1000
+        if not self._transport.wait_confirmed(block_until_num_items, timeout):
+            assert timeout_ms is not None
+            raise _timeout_error("Flush", timeout_ms)
 
     def end_episode(self, clear_buffers: bool = True, timeout_ms: int | None = None) -> None:
         """Inserts the end-of-episode items, waits for every item, starts a new episode.
@@ -201,9 +212,10 @@ class StructuredWriter(_StructuredWriterBase):
           timeout_ms: None waits forever; else a deadline in milliseconds.
 
         Raises:
-          DeadlineExceededError: the timeout passed. The episode then continues; the
-            end-of-episode items were created and are still being sent, and calling
-            ``end_episode`` again finishes the episode without creating them twice.
+          DeadlineExceededError: the timeout passed. As in Reverb the episode then
+            continues; the end-of-episode items were created and are still being sent,
+            and calling ``end_episode`` again finishes the episode without creating
+            them twice.
         """
         self._writer.EndEpisode(clear_buffers, timeout_ms)
 
@@ -250,7 +262,7 @@ class AsyncStructuredWriter(_StructuredWriterBase):
         """See :meth:`StructuredWriter.flush`; awaits instead of blocking."""
         _check_block_until(block_until_num_items)
         self._writer.writer.PrepareFlush(block_until_num_items)
-        timeout = None if timeout_ms is None or timeout_ms <= 0 else timeout_ms / 1000
+        timeout = None if timeout_ms is None else max(timeout_ms, 0) / 1000
         if not await self._async_transport.wait_confirmed_async(block_until_num_items, timeout):
             assert timeout_ms is not None
             raise _timeout_error("Flush", timeout_ms)

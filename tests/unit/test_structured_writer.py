@@ -40,7 +40,7 @@ def make(
     engine_module.validate_configs(parsed)
     keep = max([1, *engine_module.max_history_per_column(parsed)])
     writer, fake = make_writer(ConstantChunkerOptions(1, keep), transport=transport)
-    return sw.StructuredWriter(engine_module.InternalStructuredWriter(writer, parsed)), fake
+    return sw.StructuredWriter(engine_module.InternalStructuredWriter(writer, parsed), fake), fake
 
 
 def items(fake: FakeTransport, structure: Any = None) -> list[Any]:
@@ -478,7 +478,10 @@ def test_flush_timeout_and_argument_check() -> None:
         writer.flush(-1)
     with pytest.raises(errors.DeadlineExceededError, match="Flush call did not complete"):
         writer.flush(timeout_ms=1)
-    writer.flush(block_until_num_items=1, timeout_ms=1)
+    # As in Reverb (unlike TrajectoryWriter.flush), 0 means "do not wait".
+    with pytest.raises(errors.DeadlineExceededError, match="timeout of 0:00:00"):
+        writer.flush(timeout_ms=0)
+    writer.flush(block_until_num_items=1, timeout_ms=0)
     fake.confirm_all()
     writer.flush(timeout_ms=1000)
     assert items(fake) == [[1]]
