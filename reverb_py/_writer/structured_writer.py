@@ -406,9 +406,9 @@ class InternalStructuredWriter:
         if value.dtype.kind in "iu":
             return _as_int32(int(value.reshape(())))
         _LOG.error(
-            "Config specified data condition on column %d has invalid data type %s.",
+            "Config specified data condition on column %d has invalid data type DT_%s.",
             index,
-            _dtypes.tf_dtype_name(value.dtype),
+            _dtypes.tf_dtype_name(value.dtype).upper(),
         )
         return None
 
@@ -454,14 +454,14 @@ class InternalStructuredWriter:
         values = []
         for ref in column:
             value = ref.numpy()
-            if value.ndim != 0:
+            if value.size != 1:
                 raise InvalidArgumentError("TD Error expects a scalar tensor")
             if value.dtype not in _TD_ERROR_DTYPES:
                 raise InvalidArgumentError(
                     "TD Error expects a double/float/int tensor and it is "
                     f"{_dtypes.dtype_to_enum(value.dtype)}"
                 )
-            values.append(abs(float(value)))
+            values.append(abs(float(value.reshape(()))))
         weight = td_error.max_priority_weight
         return weight * max(values) + (1 - weight) * (sum(values) / len(values))
 

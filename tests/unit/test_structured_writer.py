@@ -245,7 +245,7 @@ def test_data_condition_on_a_bad_column_logs_and_fails(caplog: pytest.LogCapture
         fake2 = run([config], [[0, 1.0]], end=False)
     assert items(fake) == [] and items(fake2) == []
     assert "does not contain scalar tensors" in caplog.text
-    assert "has invalid data type double" in caplog.text
+    assert "has invalid data type DT_DOUBLE" in caplog.text
 
 
 # ------------------------------------------------------------------------------ slices
@@ -543,6 +543,9 @@ def test_constant_priority() -> None:
         ),
         ([REF2[0][-1], REF2[1][-2:]], [[1, 1], [2, -2], [3, 4]], [1.95, 3.9]),
         ([REF2[0][-1], REF2[1][-2:]], [[1, np.float32(1.5)], [2, np.float32(-2.5)]], [2.45]),
+        # int32, and one-element tensors count as scalars.
+        ([REF2[1][-2:]], [[0, np.int32(1)], [0, np.int32(-3)]], [2.9]),
+        ([REF2[1][-2:]], [[0, np.array([1.0])], [0, np.array([-3.0])]], [2.9]),
         # The td column is not in the item: priority 0.
         ([REF2[0][-3:]], [[1, 1.0], [2, -2.0], [3, 3.0]], [0.0]),
         # The td column twice: the last node counts.
@@ -563,6 +566,8 @@ def test_td_error_priority(pattern: Any, steps: list[Any], want: list[float]) ->
     [
         (np.array([1.0, 2.0]), "TD Error expects a scalar tensor"),
         (True, "TD Error expects a double/float/int tensor and it is 10"),
+        (np.float16(1), "TD Error expects a double/float/int tensor and it is 19"),
+        (np.uint8(1), "TD Error expects a double/float/int tensor and it is 4"),
     ],
 )
 def test_td_error_refuses_bad_columns(value: Any, message: str) -> None:
