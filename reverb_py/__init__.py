@@ -12,6 +12,7 @@ from reverb_py import (
     reverb_types,
     selectors,
 )
+from reverb_py import structured_writer as structured
 from reverb_py._impl import IMPLEMENTATION
 from reverb_py.client import Client, Writer
 from reverb_py.errors import DeadlineExceededError, ReverbError
@@ -45,5 +46,6 @@ __all__ = [
     "rate_limiters",
     "reverb_types",
     "selectors",
+    "structured",
     "__version__",
 ]

@@ -26,6 +26,7 @@ from reverb_py._writer import engine, factory
 from reverb_py._writer.legacy_writer import Writer, check_arguments
 from reverb_py.replay_sample import ReplaySample
 from reverb_py.reverb_types import TableInfo
+from reverb_py.structured_writer import StructuredWriter
 from reverb_py.trajectory_writer import TrajectoryWriter
 
 __all__ = ["Client", "Writer"]
@@ -237,6 +238,23 @@ class Client:
             engine.AutoTunedChunkerOptions(num_keep_alive_refs),
             signatures,
             lambda internal, _transport: TrajectoryWriter(internal),
+        )
+
+    def structured_writer(self, configs: Sequence[Any]) -> StructuredWriter:
+        """A new :class:`reverb_py.structured_writer.StructuredWriter` of ``configs``.
+
+        Args:
+          configs: ``StructuredWriterConfig`` messages (``structured_writer.create_config``;
+            dm-reverb's config messages and serialised configs are accepted too).
+
+        Raises:
+          ValueError: ``configs`` is empty or holds an invalid config.
+        """
+        return factory.new_structured_writer(
+            self._channel_on_loop,
+            self._loop_thread.loop,
+            configs,
+            StructuredWriter,
         )
 
     def writer(
