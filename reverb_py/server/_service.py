@@ -40,7 +40,7 @@ FIRST_SAMPLE_BATCH = 16
 # The most samples taken from a table at once for one stream, so a stream asking for
 # millions of samples holds (and loses, if it is cancelled) at most this many taken but
 # not yet sent.
-MAX_SAMPLE_BATCH = 1024
+MAX_SAMPLE_BATCH = 256
 # The most chunk bytes a batch may reference, judged by the previous batch's samples: a
 # batch of large items stays small (items evicted while a batch is being sent stay alive
 # until it is sent).
