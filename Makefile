@@ -12,6 +12,8 @@
 #   make bench    run the benchmarks in benchmarks/ and write their JSON results
 #   make interop  test against the real dm-reverb 0.14 (installed into .venv-reverb)
 #   make test-packaging  build the sdist and a wheel, install them into fresh venvs
+#   make fuzz     the hostile-input suite with 1,000 cases per test (minutes)
+#   make soak     actors and a learner on one server for 3 minutes; memory must stay flat
 #   make test-frameworks  the TensorFlow, PyTorch and JAX tests (installed into
 #                 .venv-frameworks), compiled, then pure
 #   make test-oldest  the suite on the oldest protobuf and grpcio supported (.venv-oldest)
@@ -34,7 +36,7 @@ FRAMEWORKS_PY := $(FRAMEWORKS_VENV)/bin/python
 FRAMEWORKS ?= tensorflow==2.21.0 torch==2.13.0 jax==0.10.2 jaxlib==0.10.2
 
 .PHONY: test lint typecheck test-debug test-packaging test-frameworks test-oldest test-beside-reverb \
-	run build debug protos bench interop clean
+	fuzz soak run build debug protos bench interop clean
 
 # The editable install compiles nothing (REVERB_PY_NO_EXTENSIONS=1): `build` compiles
 # every module once, in place, where the editable package imports them from.
@@ -124,6 +126,14 @@ test-beside-reverb: $(VENV)/.installed $(REVERB_VENV)/.installed
 	$(BESIDE_VENV)/bin/python -m pip install --quiet build/beside-reverb/reverb_py-*.whl
 	$(BESIDE_VENV)/bin/python -m pip check
 	cd build && $(abspath $(BESIDE_VENV))/bin/python $(abspath tests/packaging/beside_dm_reverb.py)
+
+# Longer runs of the hostile-input suite and a soak; outside `make test` and CI.
+fuzz: build
+	REVERB_PY_FUZZ_EXAMPLES=1000 REVERB_PY_REQUIRE_SPEEDUPS=1 $(PY) -m pytest tests/robustness -o timeout=1800 -p no:cacheprovider $(PYTEST_ARGS)
+	REVERB_PY_FUZZ_EXAMPLES=1000 REVERB_PY_NO_EXTENSIONS=1 $(PY) -m pytest tests/robustness -o timeout=1800 -p no:cacheprovider $(PYTEST_ARGS)
+
+soak: build
+	$(PY) -m benchmarks.soak --seconds 180
 
 # The integration tests in asyncio debug mode. Not part of `make test`: in a fresh clone
 # this run was seen to grow one process past the machine's memory (not yet understood).

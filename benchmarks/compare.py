@@ -286,6 +286,7 @@ def _server_worker(conn: Any, system: str, args: dict[str, Any]) -> None:
             "server_ctor_s": t_server - t_tables,
         }
     )
+    lag = _LoopLag(server) if system == "reverb_py" else None
     while True:
         try:
             msg = conn.recv()
@@ -293,6 +294,10 @@ def _server_worker(conn: Any, system: str, args: dict[str, Any]) -> None:
             break
         if msg[0] == "stop":
             break
+        if msg[0] == "loop_lag":
+            # The longest the server's event loop kept a 1 ms timer waiting since the last ask.
+            conn.send(("ok", lag.take() if lag is not None else None))
+            continue
         conn.send(("error", f"unknown server request {msg[0]!r}"))
     try:
         server.stop()
@@ -300,6 +305,29 @@ def _server_worker(conn: Any, system: str, args: dict[str, Any]) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)  # abandoned streams and TF threads must not hold up the exit
+
+
+class _LoopLag:
+    """Measures a reverb_py server's event loop: a task that asks to wake every
+    millisecond records how late it woke (the longest loop iteration meanwhile)."""
+
+    def __init__(self, server: Any) -> None:
+        import asyncio
+
+        self.worst = 0.0
+
+        async def watch() -> None:
+            loop = asyncio.get_running_loop()
+            while True:
+                planned = loop.time() + 0.001
+                await asyncio.sleep(0.001)
+                self.worst = max(self.worst, loop.time() - planned)
+
+        self._future = server._loop_thread.submit(watch())
+
+    def take(self) -> float:
+        worst, self.worst = self.worst, 0.0
+        return worst
 
 
 class _Proc:

@@ -17,6 +17,7 @@ from reverb_py import (
     selectors,
     server_executable,
 )
+from reverb_py import structured_writer as structured
 from reverb_py._impl import IMPLEMENTATION
 from reverb_py.client import Client, Writer
 from reverb_py.errors import DeadlineExceededError, ReverbError
@@ -55,5 +56,6 @@ __all__ = [
     "reverb_types",
     "selectors",
     "server_executable",
+    "structured",
     "__version__",
 ]

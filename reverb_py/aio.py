@@ -35,6 +35,7 @@ from reverb_py._status import error_from_rpc
 from reverb_py._writer import engine, factory
 from reverb_py.replay_sample import ReplaySample
 from reverb_py.reverb_types import TableInfo
+from reverb_py.structured_writer import AsyncStructuredWriter
 from reverb_py.trajectory_writer import AsyncTrajectoryWriter
 
 __all__ = ["Client", "channel_options"]
@@ -258,6 +259,20 @@ class Client:
             engine.AutoTunedChunkerOptions(num_keep_alive_refs),
             signatures,
             AsyncTrajectoryWriter,
+        )
+
+    async def structured_writer(self, configs: Sequence[Any]) -> AsyncStructuredWriter:
+        """A new :class:`reverb_py.structured_writer.AsyncStructuredWriter` of ``configs``.
+
+        Args:
+          configs: ``StructuredWriterConfig`` messages (``structured_writer.create_config``;
+            dm-reverb's config messages and serialised configs are accepted too).
+
+        Raises:
+          ValueError: ``configs`` is empty or holds an invalid config.
+        """
+        return factory.new_structured_writer(
+            self.channel, asyncio.get_running_loop(), configs, AsyncStructuredWriter
         )
 
     async def _flat_signatures(self) -> dict[str, Any]:

@@ -26,11 +26,17 @@ from reverb_py._writer import engine, factory
 from reverb_py._writer.legacy_writer import Writer, check_arguments
 from reverb_py.replay_sample import ReplaySample
 from reverb_py.reverb_types import TableInfo
+from reverb_py.structured_writer import StructuredWriter
 from reverb_py.trajectory_writer import TrajectoryWriter
 
 __all__ = ["Client", "Writer"]
 
 _DONE = object()
+# Samples a blocking `sample` iterator decodes ahead of its consumer, and how many the
+# consumer takes before it lets the stream go on: a slow consumer holds the stream (and
+# the server's flow control), not memory.
+_SAMPLE_WINDOW = 64
+_SAMPLE_CREDIT = 16
 
 
 class Client:
@@ -160,6 +166,16 @@ class Client:
     ) -> Iterator[ReplaySample | list[ReplaySample]]:
         results: queue.SimpleQueue[Any] = queue.SimpleQueue()
         stop = threading.Event()
+        loop = self._loop_thread.loop
+        # Credit for the pump (touched on the loop only): samples it may still hand over.
+        credit = [_SAMPLE_WINDOW]
+        waiter: list[asyncio.Future[None] | None] = [None]
+
+        def grant(n: int) -> None:
+            credit[0] += n
+            pending = waiter[0]
+            if pending is not None and not pending.done():
+                pending.set_result(None)
 
         async def pump() -> None:
             try:
@@ -173,6 +189,11 @@ class Client:
                     results.put(sample)
                     if stop.is_set():
                         return
+                    credit[0] -= 1
+                    while credit[0] <= 0:
+                        room: asyncio.Future[None] = loop.create_future()
+                        waiter[0] = room
+                        await room
             except asyncio.CancelledError:
                 raise
             except BaseException as error:  # noqa: BLE001 - handed to the consumer.
@@ -181,6 +202,7 @@ class Client:
             results.put(_DONE)
 
         future = self._loop_thread.submit(pump())
+        taken = 0
         try:
             while True:
                 item = results.get()
@@ -188,6 +210,10 @@ class Client:
                     return
                 if isinstance(item, BaseException):
                     raise item
+                taken += 1
+                if taken == _SAMPLE_CREDIT:
+                    loop.call_soon_threadsafe(grant, taken)
+                    taken = 0
                 yield item
         finally:
             stop.set()
@@ -212,6 +238,23 @@ class Client:
             engine.AutoTunedChunkerOptions(num_keep_alive_refs),
             signatures,
             lambda internal, _transport: TrajectoryWriter(internal),
+        )
+
+    def structured_writer(self, configs: Sequence[Any]) -> StructuredWriter:
+        """A new :class:`reverb_py.structured_writer.StructuredWriter` of ``configs``.
+
+        Args:
+          configs: ``StructuredWriterConfig`` messages (``structured_writer.create_config``;
+            dm-reverb's config messages and serialised configs are accepted too).
+
+        Raises:
+          ValueError: ``configs`` is empty or holds an invalid config.
+        """
+        return factory.new_structured_writer(
+            self._channel_on_loop,
+            self._loop_thread.loop,
+            configs,
+            StructuredWriter,
         )
 
     def writer(

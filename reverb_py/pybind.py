@@ -5,7 +5,6 @@ uses a few of them directly (``pybind.HeapSelector``, ``pybind.Checkpointer``,
 ``pybind.Sampler.NUM_INFO_TENSORS``, the chunker options). Each name here is the
 reverb_py object doing that job, so ``isinstance`` checks and constructor calls keep
 working. There is no native layer behind them: they are the public classes themselves.
-``StructuredWriter`` is not here yet.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ from reverb_py.item_selectors import (
 from reverb_py.rate_limiters import RateLimiter
 from reverb_py.replay_sample import SampleInfo
 from reverb_py.server import Server
+from reverb_py.structured_writer import StructuredWriter
 from reverb_py.table import Table, TableExtensionBase
 from reverb_py.trajectory_writer import TrajectoryWriter
 
@@ -50,6 +50,7 @@ __all__ = [
     "RateLimiter",
     "Sampler",
     "Server",
+    "StructuredWriter",
     "Table",
     "TableExtension",
     "TrajectoryWriter",

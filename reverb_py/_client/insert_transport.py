@@ -34,6 +34,8 @@ _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 _MIN_BACKOFF = 0.001
 _MAX_BACKOFF = 1.0
 _STABLE_STREAM_SECONDS = 2.0
+# How long a stream whose write failed may take to report its status.
+_STATUS_WAIT_SECONDS = 5.0
 # Requests waiting in the outbox are written as one message up to this many bytes: their
 # chunks and items concatenated, followed by the last request's keep_chunk_keys.
 _MERGE_BYTES = 1 << 20
@@ -267,6 +269,9 @@ class InsertTransport:
                 return
             except _StreamEnded as ended:
                 if ended.code in _RETRYABLE and not self._closed:
+                    if time.monotonic() - started >= _STABLE_STREAM_SECONDS:
+                        backoff = _MIN_BACKOFF
+                    _logger.debug("insert stream %s; reconnecting in %.3fs", ended.code, backoff)
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, _MAX_BACKOFF)
                     continue
@@ -313,15 +318,31 @@ class InsertTransport:
                     continue
                 try:
                     await call.write(request)
-                except asyncio.InvalidStateError:
-                    # The call already ended (e.g. the server went away): report its status.
-                    raise _StreamEnded(await call.code(), await call.details()) from None
+                except (asyncio.InvalidStateError, grpc.aio.AioRpcError):
+                    # The call already ended, or ended during the write (the server went
+                    # away: gRPC then says only "Internal error from Core"): the call's
+                    # own status says why, and whether to reconnect.
+                    raise await self._ended(call) from None
         finally:
             if waiter is not None and not waiter.done():
                 waiter.cancel()
             if not reader.done():
                 reader.cancel()
                 call.cancel()
+
+    @staticmethod
+    async def _ended(call: Any) -> _StreamEnded:
+        """The status of a call whose write failed (UNAVAILABLE if none comes in time)."""
+        try:
+            code = await asyncio.wait_for(call.code(), _STATUS_WAIT_SECONDS)
+            details = await asyncio.wait_for(call.details(), _STATUS_WAIT_SECONDS)
+        except asyncio.TimeoutError:
+            call.cancel()
+            return _StreamEnded(grpc.StatusCode.UNAVAILABLE, "the insert stream broke")
+        if code == grpc.StatusCode.OK:
+            # The server ended the stream while requests were still being sent.
+            return _StreamEnded(grpc.StatusCode.UNAVAILABLE, "the server closed the stream")
+        return _StreamEnded(code, details)
 
     async def _read_confirmations(self, call: Any) -> None:
         while True:

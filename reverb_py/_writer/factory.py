@@ -2,21 +2,23 @@
 
 ``Client.trajectory_writer``, ``Client.writer`` and ``aio.Client.trajectory_writer``
 each fetch what they need (the table signatures) their own way, blocking or awaiting,
-then call :func:`new_writer`.
+then call :func:`new_writer`; the clients' ``structured_writer`` call
+:func:`new_structured_writer`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import grpc
 
 from reverb_py._client.insert_transport import InsertTransport
 from reverb_py._writer import engine
+from reverb_py._writer import structured_writer as _structured
 
-__all__ = ["check_num_keep_alive_refs", "new_writer"]
+__all__ = ["check_num_keep_alive_refs", "new_structured_writer", "new_writer"]
 
 W = TypeVar("W")
 
@@ -48,3 +50,40 @@ def new_writer(
     internal = engine.InternalTrajectoryWriter(transport, options, signatures=signatures)
     transport.attach(internal)
     return wrap(internal, transport)
+
+
+def new_structured_writer(
+    channel_getter: Callable[[], grpc.aio.Channel],
+    loop: asyncio.AbstractEventLoop,
+    configs: Sequence[Any],
+    wrap: Callable[[_structured.InternalStructuredWriter, InsertTransport], W],
+) -> W:
+    """A structured writer of ``configs`` on a new engine and insert stream.
+
+    The configs are checked before anything is opened. Each column keeps as many
+    references alive as the oldest step a config reads of it; items are not checked
+    against table signatures (as in Reverb, the server checks them).
+
+    Args:
+      channel_getter, loop: as for :func:`new_writer`.
+      configs: ``StructuredWriterConfig`` messages (reverb_py's, dm-reverb's, or their
+        serialised bytes).
+      wrap: Makes the user's writer of the structured engine and the transport.
+
+    Raises:
+      ValueError: no configs, or an invalid one (``Invalid configuration at position
+        <i>: ...``).
+      TypeError: an element that is not a config.
+    """
+    parsed = _structured.as_configs(configs)
+    _structured.validate_configs(parsed)
+    keep_alive = max([1, *_structured.max_history_per_column(parsed)])
+    return new_writer(
+        channel_getter,
+        loop,
+        engine.AutoTunedChunkerOptions(keep_alive),
+        None,
+        lambda internal, transport: wrap(
+            _structured.InternalStructuredWriter(internal, parsed), transport
+        ),
+    )

@@ -5,6 +5,6 @@ Reverb's, so bytes parse and serialise identically, under the ``reverb_py.proto`
 package name (see ``protos/README.md``).
 """
 
-from reverb_py.cc import checkpointing, schema_pb2
+from reverb_py.cc import checkpointing, patterns_pb2, schema_pb2
 
-__all__ = ["checkpointing", "schema_pb2"]
+__all__ = ["checkpointing", "patterns_pb2", "schema_pb2"]

@@ -25,6 +25,12 @@ the address and the tables::
     min_size_to_sample = 1000
     error_buffer = 400.0
 
+    [limits]                             # optional; 0 lifts a bound
+    max_message_bytes = 268_435_456      # the largest request read (256 MiB)
+    max_streams = 1024                   # insert and sample streams open at once
+    max_stream_chunk_bytes = 1_073_741_824   # chunks one insert stream keeps (1 GiB)
+    max_held_chunk_bytes = 4_294_967_296     # chunks all insert streams keep (4 GiB)
+
 Selector kinds: ``uniform``, ``prioritized`` (``priority_exponent``), ``fifo``, ``lifo``,
 ``min_heap``, ``max_heap``. Rate-limiter kinds: ``min_size`` (``min_size_to_sample``),
 ``sample_to_insert_ratio`` (``samples_per_insert``, ``min_size_to_sample``,
@@ -80,6 +86,7 @@ from typing import Any
 import reverb_py
 from reverb_py import _impl, rate_limiters, selectors
 from reverb_py.errors import ConfigError
+from reverb_py.server._limits import ServerLimits
 from reverb_py.server._server import Server
 from reverb_py.server_executable import server_from_proto
 from reverb_py.table import Table
@@ -321,6 +328,7 @@ def load_config(path: str) -> dict[str, Any]:
             "checkpoint_on_shutdown",
             "keep_checkpoints",
             "on_checkpoint_mismatch",
+            "limits",
         ],
         "config",
     )
@@ -352,6 +360,20 @@ def read_config(value: str) -> tuple[dict[str, Any], list[Table], int]:
     if not proto.tables:
         raise ConfigError(f"{value}: tables: at least one table is needed")
     return {}, server_from_proto.tables_from_proto(proto.tables), proto.port
+
+
+def limits_from_config(config: Mapping[str, Any]) -> ServerLimits:
+    """The config's ``[limits]`` table as :class:`ServerLimits` (defaults for the rest)."""
+    values = config.get("limits", {})
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"config.limits: must be a table, got {values!r}")
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"config.limits.{name}: must be an integer, got {value!r}")
+    try:
+        return ServerLimits.from_mapping(values, "config.limits")
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def port_from_config(config: Mapping[str, Any]) -> int:
@@ -477,6 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         host = args.host or _field(config, "host", "config", str, DEFAULT_HOST)
         port = args.port if args.port is not None else config_port
         checkpoints = CheckpointSettings(config)
+        limits = limits_from_config(config)
     except ConfigError as error:
         print(f"reverb_py.server: bad config: {error}", file=sys.stderr)
         return 2
@@ -489,6 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             host=host,
             checkpointer=checkpoints.checkpointer(),
             on_checkpoint_mismatch=checkpoints.on_mismatch,
+            limits=limits,
         )
     except (ValueError, OSError) as error:
         print(f"reverb_py.server: {_one_line(error)}", file=sys.stderr)

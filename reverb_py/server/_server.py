@@ -15,6 +15,7 @@ import grpc
 from reverb_py import _impl
 from reverb_py._loop_thread import LoopThread
 from reverb_py.server._chunks import parse_chunk
+from reverb_py.server._limits import ServerLimits
 from reverb_py.server._service import ReverbServicer
 from reverb_py.table import Table
 
@@ -27,7 +28,6 @@ _logger = logging.getLogger("reverb_py")
 
 _OPTIONS = [
     ("grpc.max_send_message_length", -1),
-    ("grpc.max_receive_message_length", -1),
     # gRPC lets a second server bind a port in use (SO_REUSEPORT) and then clients reach
     # either at random. Reverb turns that off too: a taken port is an error.
     ("grpc.so_reuseport", 0),
@@ -80,6 +80,8 @@ class Server:
         signature) differ from the table's: ``"warn"`` (the default) logs a warning
         naming each setting and serves the checkpoint's, as Reverb does; ``"refuse"``
         raises ``ValueError`` naming them.
+      limits: What clients can make the server hold (:class:`ServerLimits`: request
+        size, open streams, chunks kept by insert streams); None: the defaults.
 
     A server that is never stopped is stopped when the interpreter exits.
 
@@ -99,7 +101,11 @@ class Server:
         *,
         host: str = "localhost",
         on_checkpoint_mismatch: str = "warn",
+        limits: ServerLimits | None = None,
     ) -> None:
+        if limits is not None and not isinstance(limits, ServerLimits):
+            raise TypeError(f"limits must be a ServerLimits or None, got {limits!r}")
+        self._limits = limits if limits is not None else ServerLimits()
         if not tables:
             raise ValueError("At least one table must be provided")
         port = _check_port(port)
@@ -164,9 +170,11 @@ class Server:
         return self._checkpointer
 
     async def _start(self, host: str, port: int) -> int:
-        self._grpc_server = grpc.aio.server(options=_OPTIONS)
+        self._grpc_server = grpc.aio.server(options=_OPTIONS + self._limits.grpc_options())
         servicer = ReverbServicer(
-            {table.name: table for table in self._tables}, checkpointer=self._checkpointer
+            {table.name: table for table in self._tables},
+            checkpointer=self._checkpointer,
+            limits=self._limits,
         )
         self._servicer = servicer
         self._grpc_server.add_generic_rpc_handlers((servicer.handler(),))
@@ -182,6 +190,10 @@ class Server:
             raise ValueError(f"Failed to bind the gRPC server to {host}:{port}: {reason}")
         await self._grpc_server.start()
         return bound
+
+    @property
+    def limits(self) -> ServerLimits:
+        return self._limits
 
     @property
     def port(self) -> int:

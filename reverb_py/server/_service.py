@@ -26,6 +26,7 @@ from reverb_py._client.channel import identity
 from reverb_py._proto import SERVICE, reverb_service_pb2, schema_pb2
 from reverb_py._status import status_for_error
 from reverb_py.server._chunks import Chunk, chunks_of_item, parse_chunk
+from reverb_py.server._limits import ServerLimits, describe_bytes
 from reverb_py.server._replies import InsertRequest, parse_insert_request, sample_responses
 from reverb_py.table import Item, Table
 
@@ -33,13 +34,17 @@ __all__ = ["ReverbServicer"]
 
 _logger = logging.getLogger("reverb_py")
 
-# Reverb's limit: the first batch size asked of a table by a sample stream (later
-# batches double).
-_FIRST_SAMPLE_BATCH = 128
-# The most samples taken from a table at once for one stream: the batch doubles from
-# _FIRST_SAMPLE_BATCH up to this, so a stream asking for millions of samples holds (and
-# loses, if it is cancelled) at most this many taken but not yet sent.
-MAX_SAMPLE_BATCH = 1024
+# The first batch asked of a table by a sample stream; later batches double, within
+# both bounds below.
+FIRST_SAMPLE_BATCH = 16
+# The most samples taken from a table at once for one stream, so a stream asking for
+# millions of samples holds (and loses, if it is cancelled) at most this many taken but
+# not yet sent.
+MAX_SAMPLE_BATCH = 256
+# The most chunk bytes a batch may reference, judged by the previous batch's samples: a
+# batch of large items stays small (items evicted while a batch is being sent stay alive
+# until it is sent).
+MAX_SAMPLE_BATCH_BYTES = 32 * 1024 * 1024
 # How long a failing insert stream waits for its last confirmations to be written before
 # it sends the error anyway.
 _CONFIRMATION_DRAIN_S = 5.0
@@ -51,9 +56,18 @@ _CONFIRMATION_DRAIN_S = 5.0
 class ReverbServicer:
     """Implements Reverb's RPCs over a fixed set of tables (all on one event loop)."""
 
-    def __init__(self, tables: Mapping[str, Table], checkpointer: Any = None) -> None:
+    def __init__(
+        self,
+        tables: Mapping[str, Table],
+        checkpointer: Any = None,
+        limits: ServerLimits | None = None,
+    ) -> None:
         self._tables = dict(tables)
         self._checkpointer = checkpointer
+        self.limits = limits if limits is not None else ServerLimits()
+        # Insert and sample streams open now, and the chunk bytes insert streams keep.
+        self.open_streams = 0
+        self.held_chunk_bytes = 0
         self._checkpoint_lock = asyncio.Lock()
         token = secrets.randbits(128)
         self._tables_state_id = schema_pb2.Uint128(high=token >> 64, low=token & (2**64 - 1))
@@ -121,6 +135,16 @@ class ReverbServicer:
         self, context: grpc.aio.ServicerContext[Any, Any], error: BaseException
     ) -> None:
         await context.abort(status_for_error(error), str(error))
+
+    def _open_stream(self) -> None:
+        """Counts a stream in; past ``max_streams`` it is refused."""
+        limit = self.limits.max_streams
+        if limit is not None and self.open_streams >= limit:
+            raise errors.ResourceExhaustedError(
+                f"The server has {self.open_streams} streams open, its limit "
+                f"(ServerLimits.max_streams={limit}): try again later."
+            )
+        self.open_streams += 1
 
     # ------------------------------------------------------------ unary
 
@@ -218,11 +242,16 @@ class ReverbServicer:
         request_iterator: Any,
         context: grpc.aio.ServicerContext[bytes, reverb_service_pb2.InsertStreamResponse],
     ) -> None:
+        try:
+            self._open_stream()
+        except errors.ReverbError as error:
+            await self._abort(context, error)
         stream = _InsertStream(self, context)
         try:
             await stream.run(request_iterator)
         finally:
             stream.release()
+            self.open_streams -= 1
 
     # ------------------------------------------------------------ sample
 
@@ -230,6 +259,18 @@ class ReverbServicer:
         self,
         request_iterator: Any,
         context: grpc.aio.ServicerContext[bytes, bytes],
+    ) -> None:
+        try:
+            self._open_stream()
+        except errors.ReverbError as error:
+            await self._abort(context, error)
+        try:
+            await self._sample_stream(request_iterator, context)
+        finally:
+            self.open_streams -= 1
+
+    async def _sample_stream(
+        self, request_iterator: Any, context: grpc.aio.ServicerContext[bytes, bytes]
     ) -> None:
         try:
             async for data in request_iterator:
@@ -242,15 +283,31 @@ class ReverbServicer:
                 timeout_ms = request.rate_limiter_timeout.milliseconds
                 timeout = timeout_ms / 1000 if timeout_ms > 0 else None
                 remaining = request.num_samples
-                batch = _FIRST_SAMPLE_BATCH
+                batch = FIRST_SAMPLE_BATCH
                 while remaining > 0:
                     records = await table.sample(min(batch, remaining), timeout=timeout)
                     remaining -= len(records)
-                    batch = min(2 * batch, MAX_SAMPLE_BATCH)
+                    batch = next_sample_batch(batch, records)
+                    # Each write waits until gRPC's flow control has taken the response:
+                    # a client that reads slowly holds the stream here, not in memory.
                     for response in sample_responses(table.name, records):
                         await context.write(response)
         except errors.ReverbError as error:
             await self._abort(context, error)
+
+
+def next_sample_batch(batch: int, records: list[Any]) -> int:
+    """The next batch size of a sample stream: double the last, at most
+    :data:`MAX_SAMPLE_BATCH` samples and about :data:`MAX_SAMPLE_BATCH_BYTES` of chunks
+    (judged by ``records``, the last batch), and at least one sample."""
+    if not records:
+        return batch
+    total = 0
+    for record in records:
+        for chunk in record.item.chunks:
+            total += len(chunk.data)
+    per_sample = max(1, total // len(records))
+    return max(1, min(2 * batch, MAX_SAMPLE_BATCH, MAX_SAMPLE_BATCH_BYTES // per_sample))
 
 
 def _parse(message_class: Any, data: bytes) -> Any:
@@ -279,6 +336,8 @@ class _InsertStream:
         self._servicer = servicer
         self._context = context
         self._chunks: dict[int, Chunk] = {}
+        # Bytes of the chunks in self._chunks (also counted in the servicer's total).
+        self._chunk_bytes = 0
         self._confirmed: list[int] = []
         self._wakeup = asyncio.Event()
         self._pending: set[asyncio.Future[None]] = set()
@@ -287,6 +346,8 @@ class _InsertStream:
 
     def release(self) -> None:
         self._chunks.clear()
+        self._servicer.held_chunk_bytes -= self._chunk_bytes
+        self._chunk_bytes = 0
         for future in self._pending:
             future.cancel()
         self._pending.clear()
@@ -348,23 +409,52 @@ class _InsertStream:
                 )
             else:
                 chunk = known  # resent as it was (a reconnect): the one copy is shared
-            self._chunks.setdefault(key, chunk)
+            if key not in self._chunks:
+                self._hold(chunk)
         # Every item of the request is checked before any goes in.
         inserts = [
-            self._prepare(schema_pb2.PrioritizedItem.FromString(data)) for data in request.items
+            self._prepare(_parse(schema_pb2.PrioritizedItem, data)) for data in request.items
         ]
         for table, item in inserts:
             self._insert(table, item)
         if request.items:
             keep = set(request.keep_chunk_keys)
             for key in [key for key in self._chunks if key not in keep]:
-                del self._chunks[key]
+                self._drop(key)
             # As Reverb: a key listed twice counts twice, so it is refused too.
             if len(self._chunks) < len(request.keep_chunk_keys):
                 raise errors.FailedPreconditionError(
                     "Kept fewer chunks than the client asked to keep: "
                     f"{sorted(keep - set(self._chunks))[:10]} were never sent."
                 )
+
+    def _hold(self, chunk: Chunk) -> None:
+        size = len(chunk.data)
+        limits = self._servicer.limits
+        stream_limit = limits.max_stream_chunk_bytes
+        if stream_limit is not None and self._chunk_bytes + size > stream_limit:
+            raise errors.ResourceExhaustedError(
+                f"Chunk {chunk.key} ({describe_bytes(size)}) would make this insert stream "
+                f"keep {describe_bytes(self._chunk_bytes + size)} of chunks, over its limit "
+                f"(ServerLimits.max_stream_chunk_bytes={stream_limit}): chunks must be "
+                "referenced by items or left out of keep_chunk_keys."
+            )
+        total_limit = limits.max_held_chunk_bytes
+        total = self._servicer.held_chunk_bytes
+        if total_limit is not None and total + size > total_limit:
+            raise errors.ResourceExhaustedError(
+                f"Chunk {chunk.key} ({describe_bytes(size)}) would make the insert streams "
+                f"keep {describe_bytes(total + size)} of chunks, over the server's limit "
+                f"(ServerLimits.max_held_chunk_bytes={total_limit}): try again later."
+            )
+        self._chunks[chunk.key] = chunk
+        self._chunk_bytes += size
+        self._servicer.held_chunk_bytes += size
+
+    def _drop(self, key: int) -> None:
+        size = len(self._chunks.pop(key).data)
+        self._chunk_bytes -= size
+        self._servicer.held_chunk_bytes -= size
 
     def _prepare(self, message: Any) -> tuple[Table, Item]:
         table = self._servicer._table(message.table)

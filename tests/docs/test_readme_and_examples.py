@@ -147,6 +147,10 @@ BLOCK_OUTPUT = {
         r"^the next sample waits for an insert$",
         r"^4 1001$",
     ],
+    # The StructuredWriter: three transitions, in insertion order.
+    "client.structured_writer(": [
+        r"^10 \[0\.0, 1\.0\]\n11 \[1\.0, 2\.0\]\n12 \[2\.0, 3\.0\]$",
+    ],
     # The asyncio client: 32 samples of observations written by 4 actors.
     "reverb.aio.Client(": [r"\A(\d+ \[.*\]\n){32}\Z"],
 }

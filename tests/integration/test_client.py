@@ -394,3 +394,37 @@ def test_blocking_mutate_from_many_threads(client, server) -> None:
         thread.join()
     assert failures == []
     assert [server.tables[1].get(key).priority for key in keys] == [20.0] * 8
+
+
+def test_blocking_sample_reads_ahead_a_bounded_window(client, monkeypatch) -> None:
+    from reverb_py import client as client_module
+
+    pulled: list[int] = []
+    window_full = threading.Event()
+
+    async def endless(*args, **kwargs):
+        n = 0
+        while True:
+            n += 1
+            pulled.append(n)
+            if n == client_module._SAMPLE_WINDOW:
+                window_full.set()
+            yield n
+
+    monkeypatch.setattr(client._client, "sample", endless)
+    samples = client.sample("my_table", num_samples=10**9)
+    assert next(samples) == 1
+    assert window_full.wait(30)
+
+    async def barrier() -> None:
+        for _ in range(100):
+            await asyncio.sleep(0)
+
+    # The pump is parked until the consumer takes more: the loop runs on, nothing is read.
+    client._loop_thread.run(barrier(), timeout=30)
+    assert len(pulled) == client_module._SAMPLE_WINDOW
+    for _ in range(client_module._SAMPLE_CREDIT):
+        next(samples)
+    client._loop_thread.run(barrier(), timeout=30)
+    assert len(pulled) == client_module._SAMPLE_WINDOW + client_module._SAMPLE_CREDIT
+    samples.close()

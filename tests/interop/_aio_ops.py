@@ -12,6 +12,7 @@ from typing import Any
 
 import reverb_py
 
+from . import _acme
 from ._ops import _after, info_to_json, sample_to_json, trajectory_from_history
 
 
@@ -98,3 +99,15 @@ async def reset(address: str, table: str) -> None:
 async def checkpoint(address: str) -> str:
     async with reverb_py.aio.Client(address) as client:
         return await client.checkpoint()
+
+
+async def structured_write(address: str, configs: list, episodes: list) -> None:
+    parsed = [reverb_py.structured_writer.Config.FromString(bytes(c)) for c in configs]
+    async with reverb_py.aio.Client(address) as client:
+        writer = await client.structured_writer(parsed)
+        try:
+            for episode, length in enumerate(episodes):
+                await _acme.write_episode_async(writer, episode, length)
+            await writer.flush()
+        finally:
+            await writer.close()

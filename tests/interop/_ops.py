@@ -12,14 +12,16 @@ are strings naming history slices: ``"col[-1]"`` (one step, squeezed) or ``"col[
 
 from __future__ import annotations
 
+import importlib
 import re
 from typing import Any
 
 import numpy as np
 
 try:  # In the test process this is the package ``tests.interop``.
-    from . import _tables
+    from . import _acme, _tables
 except ImportError:  # In a dm-reverb child process the directory is on sys.path.
+    import _acme  # type: ignore[no-redef]
     import _tables  # type: ignore[no-redef]
 
 _REF = re.compile(r"^(?P<col>.+)\[(?P<start>-?\d*)(?P<colon>:)?(?P<stop>-?\d*)\]$")
@@ -234,3 +236,49 @@ def reset(rv: Any, address: str, table: str) -> None:
 
 def checkpoint(rv: Any, address: str) -> str:
     return rv.Client(address).checkpoint()
+
+
+# ------------------------------------------------------------------ StructuredWriter
+
+
+def structured_module(rv: Any) -> Any:
+    """The ``structured_writer`` module of the ``reverb``-like module ``rv``."""
+    return importlib.import_module(f"{rv.__name__}.structured_writer")
+
+
+def structured_configs(rv: Any, kind: str, table: str, params: dict) -> list:
+    """Acme's configs (``_acme.build_configs``) built with ``rv``'s module, serialised."""
+    sw = structured_module(rv)
+    return [config.SerializeToString() for config in _acme.build_configs(sw, kind, table, **params)]
+
+
+def structured_parse_configs(rv: Any, configs: list) -> list:
+    """Parses serialised configs with ``rv``'s ``Config`` and serialises them again."""
+    sw = structured_module(rv)
+    return [sw.Config.FromString(bytes(config)).SerializeToString() for config in configs]
+
+
+def structured_write(rv: Any, address: str, configs: list, episodes: list) -> None:
+    """Writes Acme-style episodes (``_acme.write_episode``) with a StructuredWriter of
+    the serialised ``configs`` (parsed with ``rv``'s ``Config``)."""
+    sw = structured_module(rv)
+    parsed = [sw.Config.FromString(bytes(config)) for config in configs]
+    writer = rv.Client(address).structured_writer(parsed)
+    for episode, length in enumerate(episodes):
+        _acme.write_episode(writer, episode, length)
+    writer.flush()
+    close = getattr(writer, "close", None)  # dm-reverb's writer closes when collected.
+    if close is not None:
+        close()
+
+
+def write_strided_item(rv: Any, address: str, table: str) -> None:
+    """One TrajectoryWriter item of steps 0 and 2 (``history['x'][0::2]``) of a chunk
+    of three steps."""
+    client = rv.Client(address)
+    with client.trajectory_writer(3) as writer:
+        writer.configure(("x",), num_keep_alive_refs=3, max_chunk_length=3)
+        for step in range(3):
+            writer.append({"x": np.int64(step)})
+        writer.create_item(table, 1.0, {"x": writer.history["x"][0::2]})
+        writer.flush()

@@ -56,6 +56,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             r"reverb_py\._writer(\..*)?",
             r"reverb_py\._speedups\.(internal_writer|trajectory_writer)",
             r"reverb_py\.trajectory_writer",
+            r"reverb_py\.structured_writer",
         ),
     ),
     ("asyncio client", (r"reverb_py\.aio",)),

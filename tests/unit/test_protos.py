@@ -24,6 +24,7 @@ from google.protobuf import message as _message
 
 from reverb_py._proto import (
     checkpoint_pb2,
+    patterns_pb2,
     reverb_config_pb2,
     reverb_service_pb2,
     schema_pb2,
@@ -41,6 +42,7 @@ MODULES = [
     schema_pb2,
     reverb_service_pb2,
     checkpoint_pb2,
+    patterns_pb2,
     reverb_config_pb2,
 ]
 
@@ -426,6 +428,40 @@ SCHEMA_FIELDS: dict[Any, dict[str, tuple[int, str]]] = {
         "num_deleted_episodes": (8, "int64"),
         "signature": (9, "tf.StructuredValue"),
         "num_unique_samples": (10, "int64"),
+    },
+    patterns_pb2.PatternNode: {
+        "flat_source_index": (1, "int32"),
+        "start": (2, "int32"),
+        "stop": (3, "int32"),
+        "step": (4, "int32"),
+    },
+    patterns_pb2.Condition: {
+        "step_index": (1, "bool"),
+        "steps_since_applied": (2, "bool"),
+        "buffer_length": (3, "bool"),
+        "is_end_episode": (4, "bool"),
+        "flat_source_index": (9, "int32"),
+        "eq": (5, "int32"),
+        "ge": (6, "int32"),
+        "mod_eq": (7, "Condition.ModuloEq"),
+        "inverse": (8, "bool"),
+    },
+    patterns_pb2.Condition.ModuloEq: {"mod": (1, "int32"), "eq": (2, "int32")},
+    patterns_pb2.Priority: {
+        "constant_fn": (1, "Priority.ConstantPriorityFn"),
+        "td_error": (2, "Priority.TDError"),
+    },
+    patterns_pb2.Priority.ConstantPriorityFn: {"value": (1, "double")},
+    patterns_pb2.Priority.TDError: {
+        "max_priority_weight": (1, "double"),
+        "flat_source_index": (2, "int32"),
+    },
+    patterns_pb2.StructuredWriterConfig: {
+        "flat": (1, "repeated PatternNode"),
+        "pattern_structure": (2, "tf.StructuredValue"),
+        "table": (3, "string"),
+        "priority": (4, "Priority"),
+        "conditions": (5, "repeated Condition"),
     },
     checkpoint_pb2.RateLimiterCheckpoint: {
         "samples_per_insert": (2, "double"),
@@ -921,6 +957,25 @@ BYTE_CASES: list[tuple[str, _message.Message, str]] = [
         "11 00 00 00 00 00 00 f0 3f 19 00 00 00 00 00 00 f0 bf 21 00 00 00 00 00 00 f0 3f"
         " 28 01 30 02 38 03 40 04",
     ),
+    (
+        "structured_writer_config",
+        patterns_pb2.StructuredWriterConfig(
+            flat=[patterns_pb2.PatternNode(flat_source_index=1, start=-2, step=2)],
+            table="t",
+            priority=patterns_pb2.Priority(constant_fn={"value": 1.0}),
+            conditions=[
+                patterns_pb2.Condition(step_index=True, mod_eq={"mod": 3, "eq": 1}, inverse=True)
+            ],
+        ),
+        "0a 0f 08 01 10 fe ff ff ff ff ff ff ff ff 01 20 02 1a 01 74"
+        " 22 0b 0a 09 09 00 00 00 00 00 00 f0 3f 2a 0a 08 01 3a 04 08 03 10 01 40 01",
+    ),
+    (
+        "td_error_priority",
+        patterns_pb2.Priority(td_error={"max_priority_weight": 0.5, "flat_source_index": 3}),
+        "12 0b 09 00 00 00 00 00 00 e0 3f 10 03",
+    ),
+    ("data_condition", patterns_pb2.Condition(flat_source_index=2, eq=1), "28 01 48 02"),
 ]
 
 

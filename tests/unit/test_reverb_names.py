@@ -26,14 +26,6 @@ COMPATIBILITY = ROOT / "docs" / "compatibility.md"
 
 # Reverb names being built elsewhere: each list empties as its work lands (a name listed
 # here that resolves fails the test, so that it is then checked like the others).
-PENDING_STRUCTURED_WRITER = {
-    "reverb.structured_writer",
-    "reverb.structured",
-    "reverb.cc.patterns_pb2",
-    "reverb.client.structured_writer_lib",
-    "reverb.pybind.StructuredWriter",
-    "reverb.libpybind.StructuredWriter",
-}
 PENDING_DATASETS = {
     "reverb.TFClient",
     "reverb.TimestepDataset",
@@ -42,7 +34,7 @@ PENDING_DATASETS = {
     "reverb.timestep_dataset",
     "reverb.trajectory_dataset",
 }
-PENDING = PENDING_STRUCTURED_WRITER | PENDING_DATASETS
+PENDING = PENDING_DATASETS
 
 
 def _listing() -> dict[str, dict[str, str]]:
