@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import sys
@@ -34,6 +35,8 @@ _OPTIONS = [
 ]
 
 _MISMATCH_POLICIES = ("warn", "refuse")
+# How long a stopping server waits for the handlers of its cancelled calls to finish.
+_HANDLER_DRAIN_S = 1.0
 
 # Servers still serving. They are stopped when the interpreter exits (before it freezes
 # the loop threads), so a script that never calls stop() still exits.
@@ -239,6 +242,13 @@ class Server:
         for table in self._tables:
             table.close()
         await self._grpc_server.stop(grace)
+        # The calls are cancelled; let their handlers finish (their streams release what
+        # they hold) before the loop stops, within a bound. A handler still running when
+        # the loop thread ends is cancelled there, which gRPC reports as a traceback.
+        current = asyncio.current_task()
+        handlers = [task for task in asyncio.all_tasks() if task is not current]
+        if handlers:
+            await asyncio.wait(handlers, timeout=_HANDLER_DRAIN_S)
 
     def wait(self) -> None:
         """Blocks until the server is stopped (by :meth:`stop` from another thread).
