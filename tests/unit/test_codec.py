@@ -382,6 +382,19 @@ def test_unknown_rank_is_rejected() -> None:
         _tensor.decode_plain_tensor(proto)
 
 
+def test_empty_tensors_too_large_for_numpy_are_refused() -> None:
+    # numpy counts the bytes of an array's dims that are not 0: [0, 2**61] of 4-byte
+    # floats is too large for it, though it holds nothing.
+    for dtype, string in ((types_pb2.DT_FLOAT, False), (types_pb2.DT_STRING, True)):
+        for decode in (_tensor.decode_tensor, _tensor.decode_plain_tensor):
+            proto = make_proto(dtype, [0, 1 << 61], tensor_content=b"" if string else b"\x00")
+            with pytest.raises(InvalidArgumentError, match="too large"):
+                decode(proto)
+    assert _tensor.decode_tensor(
+        make_proto(types_pb2.DT_UINT8, [0, (1 << 63) - 1], tensor_content=b"\x00")
+    ).shape == (0, (1 << 63) - 1)
+
+
 def test_zero_size_numeric_tensors_accept_empty_content() -> None:
     for content in (b"", b"\x00"):
         decoded = _tensor.decode_tensor(
