@@ -395,6 +395,18 @@ def test_empty_tensors_too_large_for_numpy_are_refused() -> None:
     ).shape == (0, (1 << 63) - 1)
 
 
+def test_chunk_tensor_dtypes_are_the_codec_table() -> None:
+    from reverb_py._codec import dtypes
+    from reverb_py._codec.fields import STRING_DTYPE, TENSOR_DTYPES
+
+    table = {entry.enum: (entry.tf_name, entry.dtype.itemsize) for entry in dtypes._TABLE}
+    assert TENSOR_DTYPES == {**table, 14: ("bfloat16", 2)}
+    assert TENSOR_DTYPES[STRING_DTYPE] == ("string", 8)
+    for number, (name, _) in TENSOR_DTYPES.items():
+        if number != 14:
+            assert dtypes.tf_dtype_name(dtypes.enum_to_dtype(number)) == name
+
+
 def test_zero_size_numeric_tensors_accept_empty_content() -> None:
     for content in (b"", b"\x00"):
         decoded = _tensor.decode_tensor(
