@@ -29,6 +29,7 @@ from _varint cimport put_varint
 
 from operator import index as _index
 
+from reverb_py._codec import fields as _fields
 from reverb_py._pure._common import KEY_MAX
 from reverb_py.errors import InvalidArgumentError
 
@@ -47,6 +48,7 @@ def decode_item(payload, chunks, episodes, new_item):
 
 
 __all__ = [
+    "checked_chunk_header",
     "chunk_header",
     "decode_item",
     "decode_items",
@@ -385,14 +387,179 @@ cdef int64_t _tensor_steps(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end) 
     return -1
 
 
-def chunk_header(data) -> tuple:
-    """The fields of a serialised ``ChunkData`` an item's slices are checked against,
-    read without decoding (or copying) its tensors: ``(chunk_key, episode_id, start,
-    end, steps)`` as the pure twin's (``reverb_py._codec.fields.chunk_header``).
+# Chunk tensors: the item size of each DataType number a chunk tensor may have (0 for
+# the others), the problems _tensor_check names, as reverb_py._codec.fields has them.
+cdef enum:
+    _DTYPES = 32
+cdef int _ITEMSIZE[_DTYPES]
+for _number, (_name, _size) in _fields.TENSOR_DTYPES.items():
+    if not 0 <= _number < _DTYPES or _size <= 0:
+        raise ImportError(f"DataType {_number} does not fit the item size table.")
+    _ITEMSIZE[_number] = _size
+del _number, _name, _size
+cdef int32_t _STRING = _fields.STRING_DTYPE
+cdef uint64_t _SNAPPY_MAX = _fields.SNAPPY_MAX_LENGTH
+cdef int _DTYPE = _fields.DTYPE
+cdef int _UNKNOWN_RANK = _fields.UNKNOWN_RANK
+cdef int _UNDEFINED_SHAPE = _fields.UNDEFINED_SHAPE
+cdef int _TOO_LARGE = _fields.TOO_LARGE
+cdef int _STRING_DATA_FOR_NO_ELEMENTS = _fields.STRING_DATA_FOR_NO_ELEMENTS
+cdef int _STRING_DATA_TOO_SHORT = _fields.STRING_DATA_TOO_SHORT
+cdef int _STRING_VALUES = _fields.STRING_VALUES
+cdef int _NO_DATA = _fields.NO_DATA
+cdef int _NOT_SNAPPY = _fields.NOT_SNAPPY
+cdef int _SIZE = _fields.SIZE
+cdef int _SNAPPY_TOO_LARGE = _fields.SNAPPY_TOO_LARGE
+_describe_tensor_defect = _fields.describe_tensor_defect
 
-    Raises:
-      InvalidArgumentError: the bytes are not a well-formed message.
-    """
+
+cdef list _tensor_shape(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end):
+    """The dims of the (well-formed) ``TensorProto`` in ``base[pos:end]``, for a defect's
+    message."""
+    cdef Py_ssize_t start = 0, shape_pos, shape_end, dim_start = 0, dim_pos, dim_end
+    cdef Py_ssize_t size_start = 0
+    cdef uint64_t number, value, dim_number, dim_value, size_number, size_value
+    cdef int wire_type, dim_type, size_type
+    cdef int64_t size
+    cdef list shape = []
+    while pos < end:
+        pos = _codec_field(base, pos, end, &number, &wire_type, &value, &start)
+        if number == 2 and wire_type == 2:
+            shape_pos = start
+            shape_end = start + <Py_ssize_t>value
+            while shape_pos < shape_end:
+                shape_pos = _codec_field(base, shape_pos, shape_end, &dim_number, &dim_type,
+                                         &dim_value, &dim_start)
+                if dim_number == 2 and dim_type == 2:
+                    size = 0
+                    dim_pos = dim_start
+                    dim_end = dim_start + <Py_ssize_t>dim_value
+                    while dim_pos < dim_end:
+                        dim_pos = _codec_field(base, dim_pos, dim_end, &size_number,
+                                               &size_type, &size_value, &size_start)
+                        if size_number == 1 and size_type == 0:
+                            size = <int64_t>size_value
+                    PyList_Append(shape, PyLong_FromLongLong(size))
+    return shape
+
+
+cdef object _tensor_check(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end,
+                          Py_ssize_t index, int64_t* steps):
+    """The pure twin's ``_tensor_check`` (``reverb_py._codec.fields``): sets ``steps``
+    and returns why the ``TensorProto`` in ``base[pos:end]`` cannot be decoded, or
+    None."""
+    cdef Py_ssize_t tensor_pos = pos, start = 0, shape_pos, shape_end, dim_start = 0
+    cdef Py_ssize_t dim_pos, dim_end, size_start = 0, content_pos = 0, content_end = -1
+    cdef uint64_t number, value, dim_number, dim_value, size_number, size_value
+    cdef int wire_type, dim_type, size_type
+    cdef int64_t size, count, nonzero = 1, needed = 0
+    cdef int32_t dtype = 0
+    cdef bint unknown_rank = False, has_dim = False, negative = False, zero = False
+    cdef bint overflow = False
+    cdef uint64_t string_values = 0, held = 0, byte
+    cdef int shift, problem = 0, itemsize = 0
+    cdef long long product
+    steps[0] = -1
+    while pos < end:
+        pos = _codec_field(base, pos, end, &number, &wire_type, &value, &start)
+        if number == 1:
+            if wire_type == 0:
+                dtype = <int32_t><uint32_t>value
+        elif number == 2:
+            if wire_type == 2:
+                shape_pos = start
+                shape_end = start + <Py_ssize_t>value
+                while shape_pos < shape_end:
+                    shape_pos = _codec_field(base, shape_pos, shape_end, &dim_number,
+                                             &dim_type, &dim_value, &dim_start)
+                    if dim_number == 2 and dim_type == 2:
+                        size = 0
+                        dim_pos = dim_start
+                        dim_end = dim_start + <Py_ssize_t>dim_value
+                        while dim_pos < dim_end:
+                            dim_pos = _codec_field(base, dim_pos, dim_end, &size_number,
+                                                   &size_type, &size_value, &size_start)
+                            if size_number == 1 and size_type == 0:
+                                size = <int64_t>size_value
+                        if not has_dim:
+                            has_dim = True
+                            steps[0] = size
+                        if size < 0:
+                            negative = True
+                        elif size == 0:
+                            zero = True
+                        elif not overflow:  # the dims not 0, numpy's rule for the size
+                            if mul_add_overflows(nonzero, size, 0, &product):
+                                overflow = True
+                            else:
+                                nonzero = product
+                    elif dim_number == 3 and dim_type == 0:
+                        unknown_rank = dim_value != 0
+        elif number == 4:
+            if wire_type == 2:
+                content_pos = start
+                content_end = start + <Py_ssize_t>value
+        elif number == 8 and wire_type == 2:
+            string_values += 1
+    if 0 <= dtype < _DTYPES:
+        itemsize = _ITEMSIZE[dtype]
+    if itemsize == 0:
+        problem = _DTYPE
+    elif unknown_rank:
+        problem = _UNKNOWN_RANK
+    elif negative:
+        problem = _UNDEFINED_SHAPE
+    elif overflow or mul_add_overflows(nonzero, itemsize, 0, &product):
+        problem = _TOO_LARGE
+    else:
+        count = nonzero
+        if zero:
+            count = 0
+            product = 0
+        if dtype == _STRING:
+            held = <uint64_t>(content_end - content_pos) if content_end >= 0 else 0
+            if held:
+                if count == 0:
+                    problem = _STRING_DATA_FOR_NO_ELEMENTS
+                elif held < <uint64_t>count:
+                    problem = _STRING_DATA_TOO_SHORT
+                    needed = count
+            elif count and string_values != <uint64_t>count:
+                problem = _STRING_VALUES
+                held = string_values
+                needed = count
+        else:
+            needed = product
+            if content_end <= content_pos:
+                if needed:
+                    problem = _NO_DATA
+            else:
+                # The snappy length header, read as snappy reads it (see the pure twin).
+                problem = _NOT_SNAPPY
+                shift = 0
+                while content_pos < content_end:
+                    byte = base[content_pos]
+                    content_pos += 1
+                    held |= (byte & 0x7F) << shift
+                    if not byte & 0x80:
+                        if held != <uint64_t>needed:
+                            problem = _SIZE
+                        elif held > _SNAPPY_MAX:
+                            problem = _SNAPPY_TOO_LARGE
+                        else:
+                            problem = 0
+                        break
+                    shift += 7
+                    if shift > 63:
+                        break
+    if not problem:
+        return None
+    return _describe_tensor_defect(index, problem, dtype, _tensor_shape(base, tensor_pos, end),
+                                   PyLong_FromUnsignedLongLong(held), needed)
+
+
+cdef tuple _read_chunk_header(data, bint check):
+    """The pure twin's ``_read_chunk_header``."""
     cdef const unsigned char[::1] view
     cdef const uint8_t* base
     cdef Py_ssize_t end, pos = 0, sub_pos, sub_end, start = 0, sub_start = 0
@@ -400,7 +567,9 @@ def chunk_header(data) -> tuple:
     cdef int wire_type, sub_type
     cdef uint64_t key = 0, episode_id = 0
     cdef int32_t range_start = 0, range_end = 0
+    cdef int64_t steps_value
     cdef list steps = []
+    defect = None
     if type(data) is bytes:
         base = <const uint8_t*>PyBytes_AS_STRING(data)
         end = PyBytes_GET_SIZE(data)
@@ -432,10 +601,40 @@ def chunk_header(data) -> tuple:
                 sub_pos = _codec_field(base, sub_pos, sub_end, &sub_number, &sub_type,
                                        &sub_value, &sub_start)
                 if sub_number == 1 and sub_type == 2:
-                    PyList_Append(steps, PyLong_FromLongLong(
-                        _tensor_steps(base, sub_start, sub_start + <Py_ssize_t>sub_value)))
+                    if check:
+                        problem = _tensor_check(base, sub_start,
+                                                sub_start + <Py_ssize_t>sub_value,
+                                                len(steps), &steps_value)
+                        if defect is None:
+                            defect = problem
+                    else:
+                        steps_value = _tensor_steps(base, sub_start,
+                                                    sub_start + <Py_ssize_t>sub_value)
+                    PyList_Append(steps, PyLong_FromLongLong(steps_value))
     return (PyLong_FromUnsignedLongLong(key), PyLong_FromUnsignedLongLong(episode_id),
-            PyLong_FromLongLong(range_start), PyLong_FromLongLong(range_end), tuple(steps))
+            PyLong_FromLongLong(range_start), PyLong_FromLongLong(range_end), tuple(steps),
+            defect)
+
+
+def chunk_header(data) -> tuple:
+    """The fields of a serialised ``ChunkData`` an item's slices are checked against,
+    read without decoding (or copying) its tensors: ``(chunk_key, episode_id, start,
+    end, steps)`` as the pure twin's (``reverb_py._codec.fields.chunk_header``).
+
+    Raises:
+      InvalidArgumentError: the bytes are not a well-formed message.
+    """
+    return _read_chunk_header(data, False)[:5]
+
+
+def checked_chunk_header(data) -> tuple:
+    """:func:`chunk_header` and why a tensor cannot be decoded, or None, as the pure
+    twin's (``reverb_py._codec.fields.checked_chunk_header``).
+
+    Raises:
+      InvalidArgumentError: the bytes are not a well-formed message.
+    """
+    return _read_chunk_header(data, True)
 
 
 def split_records(data, Py_ssize_t pos=0):

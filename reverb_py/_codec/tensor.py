@@ -361,7 +361,8 @@ def _proto_shape(
 
     Raises:
       InvalidArgumentError: unknown rank, unknown or negative dims, or a size that
-        cannot be addressed.
+        cannot be addressed (numpy's rule: the product of the dims that are not 0, times
+        the item size, beyond int64; so even an empty array may be too large).
     """
     ending = _UNDEFINED_VALUE_SHAPE if plain else "."
     shape_proto = proto.tensor_shape
@@ -370,10 +371,10 @@ def _proto_shape(
     shape = tuple([dim.size for dim in shape_proto.dim])
     if shape and min(shape) < 0:
         raise InvalidArgumentError(f"Cannot decode a TensorProto of shape {list(shape)}{ending}")
-    count = math.prod(shape)
-    if count * max(itemsize, 1) > _MAX_BYTES:
+    # As numpy counts an array's bytes: its dims of 0 left out.
+    if math.prod([size for size in shape if size]) * max(itemsize, 1) > _MAX_BYTES:
         raise InvalidArgumentError(f"TensorProto of shape {list(shape)} is too large.")
-    return shape, count
+    return shape, math.prod(shape)
 
 
 def _decode_strings(

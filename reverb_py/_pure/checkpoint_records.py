@@ -12,8 +12,10 @@ Framing (TFRecord)::
     uint64 length, uint32 masked CRC32C of those 8 bytes, payload,
     uint32 masked CRC32C of the payload          (all little-endian)
 
-:func:`chunk_header` is that of :mod:`reverb_py._codec.fields` (the server reads every
-chunk it receives or loads with it, and checkpoint loading its key and episode id).
+:func:`chunk_header` and :func:`checked_chunk_header` are those of
+:mod:`reverb_py._codec.fields` (the server reads every chunk it receives or loads with
+the checked one, which also says why a tensor could not be decoded; checkpoint loading
+reads a chunk's key and episode id with the other).
 :func:`encode_stored_item` writes one stored item (the server's sample replies use it
 too). Stored items are decoded with protobuf here. The compiled twin reads the layout that
 Reverb and reverb_py write straight from the bytes and hands anything else (unusual
@@ -30,7 +32,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from reverb_py._codec.fields import chunk_header
+from reverb_py._codec.fields import checked_chunk_header, chunk_header
 from reverb_py._proto import schema_pb2
 from reverb_py._pure._common import (
     CRC,
@@ -51,6 +53,7 @@ with warnings.catch_warnings():
     import google_crc32c
 
 __all__ = [
+    "checked_chunk_header",
     "chunk_header",
     "decode_item",
     "decode_items",

@@ -2,9 +2,12 @@
 
 The server never decodes tensors: of a chunk it reads only the header fields an item's
 slices are checked against (key, episode id, sequence range, and each tensor's number of
-steps, its first dimension), once, when the chunk arrives. It does check that the bytes
-are a well-formed ``ChunkData`` message all through (a protobuf parse, about 0.4 us for a
-small chunk and 7 us for 280 KB), so that the sample replies that embed them parse.
+steps, its first dimension), once, when the chunk arrives, and of each tensor the
+fields that say whether a client can decode it (a known dtype, a fully defined shape,
+and for a numeric tensor data whose snappy length header is what that shape needs).
+It does check that the bytes are a well-formed ``ChunkData`` message all through (a
+protobuf parse, about 0.4 us for a small chunk and 7 us for 280 KB), so that the sample
+replies that embed them parse.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ class Chunk:
     ``steps`` holds, per tensor of ``data.tensors``, how many steps it holds (its first
     dimension; a tensor whose shape has none counts as the sequence range's length).
     ``defect`` says why no slice may reference the chunk (no tensors, an inverted
-    sequence range), or is None.
+    sequence range, a tensor no client could decode: see
+    ``reverb_py._codec.fields.checked_chunk_header``), or is None.
     """
 
     __slots__ = ("key", "episode_id", "data", "steps", "defect", "__weakref__")
@@ -51,7 +55,9 @@ def parse_chunk(data: bytes) -> Chunk:
     Raises:
       InvalidArgumentError: the bytes are not a well-formed message.
     """
-    key, episode_id, start, end, steps = _impl.checkpoint_records.chunk_header(data)
+    key, episode_id, start, end, steps, tensor_defect = (
+        _impl.checkpoint_records.checked_chunk_header(data)
+    )
     try:
         schema_pb2.ChunkData.FromString(data)
     except DecodeError:
@@ -64,6 +70,8 @@ def parse_chunk(data: bytes) -> Chunk:
         defect = f"its sequence_range is inverted (end {end} < start {start})"
     elif not steps:
         defect = "it holds no tensors"
+    elif tensor_defect is not None:
+        defect = tensor_defect
     elif -1 in steps:
         length = end - start + 1
         steps = tuple(length if size == -1 else size for size in steps)
@@ -78,7 +86,8 @@ def chunks_of_item(item_key: int, columns: Any, held: dict[int, Chunk]) -> list[
       InternalError: a slice names a chunk that is not in ``held`` (Reverb's error).
       InvalidArgumentError: a slice does not fit its chunk (a negative offset or
         length, past the chunk's steps, a tensor index the chunk lacks, a chunk without
-        tensors or with an inverted sequence range), or a squeezed column does not hold
+        tensors, with an inverted sequence range or with a tensor that cannot be
+        decoded), or a squeezed column does not hold
         exactly one step; the message names the item, column, slice and chunk.
     """
     chunks: list[Chunk] = []

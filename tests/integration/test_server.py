@@ -16,7 +16,7 @@ import pytest
 import reverb_py
 import reverb_py.aio
 from reverb_py import _impl, rate_limiters, selectors
-from reverb_py._codec.chunk import encode_chunk
+from reverb_py._codec.chunk import decode_chunk, encode_chunk
 from reverb_py._codec.fields import message_fields, read_varint
 from reverb_py._proto import reverb_service_pb2 as pb
 from reverb_py._proto import schema_pb2
@@ -33,14 +33,29 @@ def live_chunk_count() -> int:
     return sum(1 for obj in gc.get_objects() if type(obj) is Chunk)
 
 
+def snappy_literal(payload: bytes) -> bytes:
+    """``payload`` as raw snappy of one literal: its bytes as they are, behind a header."""
+    size = len(payload) - 1
+    if size < 60:
+        tag = bytes([size << 2])
+    else:
+        width = (size.bit_length() + 7) // 8
+        tag = bytes([(59 + width) << 2]) + size.to_bytes(width, "little")
+    return _impl.wire.encode_varint(len(payload)) + tag + payload
+
+
 def chunk(key: int, episode: int = 1, payload: bytes = b"x" * 16) -> schema_pb2.ChunkData:
+    """A chunk of one step: a uint8 tensor of shape [1, len(payload)] holding
+    ``payload`` (uncompressed, so the chunk's size is the payload's)."""
     message = schema_pb2.ChunkData(chunk_key=key)
     message.sequence_range.episode_id = episode
     message.sequence_range.start = 0
     message.sequence_range.end = 0
     tensor = message.data.tensors.add()
-    tensor.dtype = 1
-    tensor.tensor_content = payload
+    tensor.dtype = 4
+    tensor.tensor_shape.dim.add(size=1)
+    tensor.tensor_shape.dim.add(size=len(payload))
+    tensor.tensor_content = snappy_literal(payload)
     return message
 
 
@@ -170,7 +185,8 @@ async def test_insert_confirms_every_item_and_sample_returns_the_chunk_bytes(cha
     assert info.item.key == 2 and info.item.table == "prio" and info.probability == 1.0
     assert info.table_size == 1 and info.item.times_sampled == 1
     assert [d.chunk_key for d in data] == [7]
-    assert data[0].data.tensors[0].tensor_content == b"abc"
+    assert data[0].data.tensors[0].tensor_content == snappy_literal(b"abc")
+    np.testing.assert_array_equal(decode_chunk(data[0])[0], np.frombuffer(b"abc", np.uint8)[None])
     assert info.item.flat_trajectory.columns[0].chunk_slices[0].chunk_key == 7
 
 
@@ -704,6 +720,35 @@ def chunk_without_tensors(key: int) -> bytes:
     return message.SerializeToString()
 
 
+def corrupt_chunk(key: int, change, columns=None, delta_encoded: bool = False) -> bytes:
+    """A good chunk (of ``columns``) whose ``ChunkData`` message ``change`` alters."""
+    message = schema_pb2.ChunkData.FromString(
+        encode_chunk(
+            key, 7, 0, 3, [GOOD_ROWS] if columns is None else columns, delta_encoded=delta_encoded
+        )
+    )
+    change(message)
+    return message.SerializeToString()
+
+
+def set_dim(tensor: int, dim: int, size: int):
+    def change(message) -> None:
+        message.data.tensors[tensor].tensor_shape.dim[dim].size = size
+
+    return change
+
+
+def set_dtype(dtype: int):
+    def change(message) -> None:
+        message.data.tensors[0].dtype = dtype
+
+    return change
+
+
+STRINGS = np.array([b"a", b"bc", b"", b"d"], dtype=object)
+DELTA_ROWS = np.arange(24, dtype=np.int64).reshape(4, 3, 2) * 3
+
+
 BAD_INSERTS = {
     # name: (chunks of the bad request, its item, text the error names)
     "slice past the chunk": (
@@ -746,6 +791,50 @@ BAD_INSERTS = {
         sliced_item(8, [(43, 0, 1, 0)]),
         "Item 8: column 0 slice 0 (chunk 43): its sequence_range is inverted (end 2 < start 5)",
     ),
+    # Chunks whose tensors no client could decode.
+    "tensor data that does not fit its shape": (
+        [corrupt_chunk(43, set_dim(0, 1, 52))],
+        sliced_item(8, [(43, 0, 1, 0)]),
+        "Item 8: column 0 slice 0 (chunk 43): tensor 0 (int32, shape [4, 52]) holds 32 bytes "
+        "of data, its shape needs 832",
+    ),
+    "a tensor not sliced that does not fit its shape": (
+        [corrupt_chunk(43, set_dim(1, 0, 5), columns=[GOOD_ROWS, GOOD_ROWS[:, 0]])],
+        sliced_item(8, [(43, 0, 1, 0)]),
+        "(chunk 43): tensor 1 (int32, shape [5]) holds 16 bytes of data, its shape needs 20",
+    ),
+    "tensor without data": (
+        [corrupt_chunk(43, lambda message: message.data.tensors[0].ClearField("tensor_content"))],
+        sliced_item(8, [(43, 0, 1, 0)]),
+        "(chunk 43): tensor 0 (int32, shape [4, 2]) holds no data, its shape needs 32 bytes",
+    ),
+    "tensor of an unknown dtype": (
+        [corrupt_chunk(43, set_dtype(20))],
+        sliced_item(8, [(43, 0, 1, 0)]),
+        "(chunk 43): tensor 0 has a dtype the codec does not know (DataType 20)",
+    ),
+    "tensor of another item size": (
+        [corrupt_chunk(43, set_dtype(9))],
+        sliced_item(8, [(43, 0, 1, 0)]),
+        "(chunk 43): tensor 0 (int64, shape [4, 2]) holds 32 bytes of data, its shape needs 64",
+    ),
+    "tensor of an undefined shape": (
+        [corrupt_chunk(43, set_dim(0, 1, -1))],
+        sliced_item(8, [(43, 0, 1, 0)]),
+        "(chunk 43): tensor 0 (int32, shape [4, -1]) has a shape that is not fully defined",
+    ),
+    "delta-encoded tensor that does not fit its shape": (
+        [corrupt_chunk(43, set_dim(0, 2, 3), columns=[DELTA_ROWS], delta_encoded=True)],
+        sliced_item(8, [(43, 0, 1, 0)]),
+        "(chunk 43): tensor 0 (int64, shape [4, 3, 3]) holds 192 bytes of data, its shape "
+        "needs 288",
+    ),
+    "string tensor with too few values": (
+        [corrupt_chunk(43, set_dim(0, 0, 9), columns=[STRINGS])],
+        sliced_item(8, [(43, 0, 1, 0)]),
+        "(chunk 43): tensor 0 (string, shape [9]) holds 8 bytes of data, too few for the "
+        "lengths of its 9 elements",
+    ),
     "chunk resent with different bytes": (
         [good_chunk(42, columns=[GOOD_ROWS + 100])],
         sliced_item(8, [(42, 0, 1, 0)]),
@@ -770,11 +859,46 @@ async def test_items_inconsistent_with_their_chunks_are_refused(channel, server,
     )
     # Nothing of the refused request went in (not even its good item).
     assert [item.key for item in server.tables[0].items()] == [1]
+    # A good item still goes in afterwards.
+    assert await raw_insert(
+        channel, [raw_request([good_chunk(45)], [sliced_item(10, [(45, 3, 1, 0)])])]
+    ) == [10]
+    assert [item.key for item in server.tables[0].items()] == [1, 10]
     # A well-behaved client still decodes what it samples.
+    expected = {1: GOOD_ROWS[1:3], 10: GOOD_ROWS[3:]}
     async with reverb_py.aio.Client(f"localhost:{server.port}") as client:
-        async for sample in client.sample("uniform", 3, emit_timesteps=False):
-            assert sample.info.key == 1
-            np.testing.assert_array_equal(sample.data[0], GOOD_ROWS[1:3])
+        async for sample in client.sample("uniform", 6, emit_timesteps=False):
+            np.testing.assert_array_equal(sample.data[0], expected[sample.info.key])
+
+
+async def test_chunks_of_every_kind_of_tensor_are_accepted(channel, server) -> None:
+    # Delta-encoded integers, strings, a scalar per step, an empty tensor, all of sizes
+    # that fit their shapes.
+    columns = [DELTA_ROWS, STRINGS, np.float32([1, 2, 3, 4]), np.zeros((4, 0), np.complex128)]
+    delta = encode_chunk(50, 7, 0, 3, columns, delta_encoded=True)
+    plain = encode_chunk(51, 7, 0, 3, columns)
+    items = [
+        sliced_item(key, [(chunk_key, 1, 2, index)])
+        for key, (chunk_key, index) in enumerate(
+            [(50, 0), (50, 1), (50, 2), (50, 3), (51, 0), (51, 1)], start=1
+        )
+    ]
+    assert sorted(await raw_insert(channel, [raw_request([delta, plain], items)])) == [
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+    ]
+    expected = {1: 0, 2: 1, 3: 2, 4: 3, 5: 0, 6: 1}
+    seen = set()
+    async with reverb_py.aio.Client(f"localhost:{server.port}") as client:
+        async for sample in client.sample("uniform", 200, emit_timesteps=False):
+            seen.add(sample.info.key)
+            want = columns[expected[sample.info.key]][1:3]
+            np.testing.assert_array_equal(sample.data[0], want)
+    assert seen == set(expected)
 
 
 async def test_a_chunk_resent_with_the_same_bytes_is_accepted(channel, server) -> None:

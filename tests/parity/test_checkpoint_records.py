@@ -18,10 +18,15 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+import cramjam
+import numpy as np
 import pytest
 
 from reverb_py import _impl
-from reverb_py._proto import schema_pb2
+from reverb_py._codec import chunk as _chunk_codec
+from reverb_py._codec.fields import TENSOR_DTYPES
+from reverb_py._proto import schema_pb2, tensor_pb2, tensor_shape_pb2
+from reverb_py.errors import InvalidArgumentError
 from reverb_py.table import Item
 from tests.helpers import compiled_module
 
@@ -668,3 +673,394 @@ def test_chunk_header(twins: tuple[types.ModuleType, types.ModuleType]) -> None:
             assert _outcome(lambda: pure.chunk_header(data)) == _outcome(
                 lambda: compiled.chunk_header(data)
             )
+
+
+# ---------------------------------------------------------------------------- chunk tensors
+
+# DataType numbers: every one the codec knows, and some it does not (DT_INVALID, DT_QINT8,
+# DT_RESOURCE, a _REF type, out of range); strings more often.
+_DTYPE_CHOICES = [*TENSOR_DTYPES, 7, 7, 7, 0, 11, 20, 101, 99, -3, 2**31 - 1]
+_SHAPES: list[list[int]] = [
+    [],
+    [0],
+    [1],
+    [3],
+    [4, 3],
+    [2, 0, 5],
+    [3, 2, 2],
+    [-1, 3],
+    [4, -7],
+    [2**40, 2**40],
+    [2**62],
+    [2**31],
+    [0, 2**63 - 1, 2**63 - 1],
+]
+
+
+def _snappy_header(size: int) -> bytes:
+    return _impl.wire.encode_varint(size & KEY_MAX)
+
+
+def _random_tensor(rng: random.Random) -> tuple[tensor_pb2.TensorProto, bool]:
+    """A chunk tensor, mostly broken in its header fields; and whether every way it may
+    fail to decode is one the header decides (its snappy data, if any, is real)."""
+    tensor = tensor_pb2.TensorProto(dtype=rng.choice(_DTYPE_CHOICES))
+    shape = list(rng.choice(_SHAPES))
+    if shape and rng.random() < 0.3:
+        where = rng.randrange(len(shape))
+        shape[where] = min(shape[where] + rng.choice([1, -1, 100]), 2**63 - 1)
+    for size in shape:
+        tensor.tensor_shape.dim.add(size=size)
+    if rng.random() < 0.05:
+        tensor.tensor_shape.unknown_rank = True
+    count = math.prod(shape) if all(size >= 0 for size in shape) else 0
+    small = count <= 64
+    exact = tensor.dtype != 14  # bfloat16 decodes only with ml_dtypes
+    if tensor.dtype == 7:
+        number = max(0, count + rng.choice([0, 0, 0, 1, -1])) if small else 3
+        elements = [rng.randbytes(rng.randrange(4)) for _ in range(number)]
+        kind = rng.choice(["content", "content", "string_val", "none", "short", "junk"])
+        if kind == "content":
+            tensor.tensor_content = _impl.wire.encode_varints([len(e) for e in elements]) + (
+                b"".join(elements)
+            )
+        elif kind == "string_val":
+            tensor.string_val.extend(elements)
+        elif kind == "short":
+            tensor.tensor_content = rng.randbytes(rng.randrange(max(1, min(count, 64))))
+        elif kind == "junk":
+            tensor.tensor_content = rng.randbytes(rng.randrange(1, 30))
+        # Only the element count and the content's length are checked.
+        exact = False
+        return tensor, exact
+    itemsize = TENSOR_DTYPES.get(tensor.dtype, ("", 1))[1]
+    expected = count * itemsize
+    kind = rng.choice(["snappy", "snappy", "snappy", "none", "empty", "header", "junk"])
+    if kind == "snappy":
+        size = expected if small else rng.randrange(64)
+        if rng.random() < 0.3:
+            size = max(0, size + rng.choice([1, -1, 100, itemsize]))
+        tensor.tensor_content = bytes(cramjam.snappy.compress_raw(rng.randbytes(size)))
+    elif kind == "empty":
+        tensor.tensor_content = b""
+    elif kind == "header":  # a length header and nothing else: undecodable when not 0
+        tensor.tensor_content = _snappy_header(rng.choice([expected, expected + 1, 2**32]))
+        exact = False
+    elif kind == "junk":
+        tensor.tensor_content = rng.choice(
+            [b"\x80", b"\xff" * 10 + b"\x01", b"\xff" * 9 + b"\x01", rng.randbytes(5)]
+        )
+        exact = False
+    return tensor, exact
+
+
+#: A phrase of each kind of defect's message.
+DEFECT_PHRASES = (
+    "does not know",
+    "unknown rank",
+    "not fully defined",
+    "too large",
+    "for no elements",
+    "too few",
+    "string_val values",
+    "holds no data",
+    "not snappy",
+    "its shape needs",
+    "more than snappy",
+)
+
+
+def _decodes(tensors: list[tensor_pb2.TensorProto], delta_encoded: bool) -> bool:
+    chunk = schema_pb2.ChunkData(delta_encoded=delta_encoded)
+    chunk.data.tensors.extend(tensors)
+    try:
+        _chunk_codec.decode_chunk(chunk)
+    except InvalidArgumentError:
+        return False
+    return True
+
+
+def _check_header(twins: tuple[types.ModuleType, types.ModuleType], data: bytes) -> tuple[Any, ...]:
+    """``checked_chunk_header`` of both twins, equal, and agreeing with ``chunk_header``."""
+    pure, compiled = twins
+    header = pure.checked_chunk_header(data)
+    assert compiled.checked_chunk_header(data) == header
+    assert compiled.checked_chunk_header(memoryview(data)) == header
+    assert pure.chunk_header(data) == compiled.chunk_header(data) == header[:5]
+    return header
+
+
+def test_checked_chunk_header_finds_what_decoding_refuses(
+    twins: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    rng = random.Random(13)
+    sources = []
+    kinds: set[str] = set()
+    for _ in range(600):
+        chunk = schema_pb2.ChunkData(chunk_key=rng.choice([1, KEY_MAX]))
+        chunk.sequence_range.episode_id = 5
+        chunk.sequence_range.end = rng.choice([0, 3])
+        chunk.delta_encoded = rng.random() < 0.5
+        built = [_random_tensor(rng) for _ in range(rng.choice([1, 1, 2, 3]))]
+        tensors = [tensor for tensor, _ in built]
+        chunk.data.tensors.extend(tensors)
+        chunk.data_tensors_len = len(tensors)
+        data = chunk.SerializeToString()
+        sources.append(data)
+        *_, steps, defect = _check_header(twins, data)
+        assert steps == tuple(
+            t.tensor_shape.dim[0].size if t.tensor_shape.dim else -1 for t in tensors
+        )
+        # Each tensor alone: a defect is certain (the tensor does not decode), and a
+        # tensor whose every problem is in its header fields decodes without one.
+        first = None
+        for index, (tensor, exact) in enumerate(built):
+            alone = schema_pb2.ChunkData(data=schema_pb2.ChunkData.Data(tensors=[tensor]))
+            *_, tensor_defect = _check_header(twins, alone.SerializeToString())
+            decodes = _decodes([tensor], chunk.delta_encoded)
+            if tensor_defect is not None:
+                assert not decodes, (tensor, tensor_defect)
+                assert tensor_defect.startswith("tensor 0 ")
+                kinds.update(phrase for phrase in DEFECT_PHRASES if phrase in tensor_defect)
+                if first is None:
+                    first = index, tensor_defect
+            elif exact:
+                assert decodes, tensor
+        if first is None:
+            assert defect is None
+        else:
+            index, tensor_defect = first
+            assert defect == tensor_defect.replace("tensor 0 ", f"tensor {index} ", 1)
+        if defect is None and all(exact for _, exact in built):
+            assert _decodes(tensors, chunk.delta_encoded)
+    assert kinds == set(DEFECT_PHRASES)  # every kind of defect came up
+    for source in sources[:100]:
+        for data in _mutations(rng, source, 10):
+            assert _outcome(lambda: twins[0].checked_chunk_header(data)) == _outcome(
+                lambda: twins[1].checked_chunk_header(data)
+            )
+
+
+def _tensor(data: bytes) -> bytes:
+    """A ChunkData holding the serialised TensorProto ``data`` (0..3 steps)."""
+    tensor = _impl.wire.length_delimited(b"\x0a", data)
+    return b"\x12\x02\x18\x03" + _impl.wire.length_delimited(b"\x2a", tensor)
+
+
+_FLOAT_4_3 = tensor_pb2.TensorProto(dtype=1)
+_FLOAT_4_3.tensor_shape.dim.add(size=4)
+_FLOAT_4_3.tensor_shape.dim.add(size=3)
+
+
+def _float_tensor(shape: list[int], content: bytes | None, **fields: Any) -> bytes:
+    tensor = tensor_pb2.TensorProto(dtype=1, **fields)
+    for size in shape:
+        tensor.tensor_shape.dim.add(size=size)
+    if content is not None:
+        tensor.tensor_content = content
+    return tensor.SerializeToString()
+
+
+def _strings(shape: list[int], **fields: Any) -> bytes:
+    tensor = tensor_pb2.TensorProto(dtype=7, **fields)
+    for size in shape:
+        tensor.tensor_shape.dim.add(size=size)
+    return tensor.SerializeToString()
+
+
+_SNAPPY_48 = bytes(cramjam.snappy.compress_raw(bytes(48)))
+
+TENSOR_DEFECTS: dict[str, tuple[bytes, str | None]] = {
+    "the fuzz case": (
+        _float_tensor([4, 103], _SNAPPY_48),
+        "tensor 0 (float, shape [4, 103]) holds 48 bytes of data, its shape needs 1648",
+    ),
+    "consistent": (_float_tensor([4, 3], _SNAPPY_48), None),
+    "a scalar": (_float_tensor([], bytes(cramjam.snappy.compress_raw(bytes(4)))), None),
+    "no elements, a snappy header of 0": (_float_tensor([0, 3], b"\x00"), None),
+    "no elements, no content": (_float_tensor([2, 0], None), None),
+    "no elements, a header that is not 0": (
+        _float_tensor([0], b"\x04"),
+        "tensor 0 (float, shape [0]) holds 4 bytes of data, its shape needs 0",
+    ),
+    "no content": (
+        _float_tensor([4, 3], None),
+        "tensor 0 (float, shape [4, 3]) holds no data, its shape needs 48 bytes",
+    ),
+    "a truncated header": (
+        _float_tensor([4, 3], b"\xb0"),
+        "tensor 0 (float, shape [4, 3]) holds data that is not snappy (its length header "
+        "does not parse)",
+    ),
+    "an over-long header": (
+        _float_tensor([4, 3], b"\xff" * 10 + b"\x01"),
+        "tensor 0 (float, shape [4, 3]) holds data that is not snappy (its length header "
+        "does not parse)",
+    ),
+    # Read as snappy reads it: bits past 64 dropped.
+    "a header of 10 bytes": (
+        _float_tensor([4, 3], b"\xb0" + b"\x80" * 8 + b"\x7e" + _SNAPPY_48[1:]),
+        None,
+    ),
+    "beyond snappy": (
+        _float_tensor([2**31], _snappy_header(2**33)),
+        "tensor 0 (float, shape [2147483648]) holds 8589934592 bytes of data, more than "
+        "snappy allows (4294967295)",
+    ),
+    "an undefined dim": (
+        _float_tensor([-1, 3], _SNAPPY_48),
+        "tensor 0 (float, shape [-1, 3]) has a shape that is not fully defined",
+    ),
+    "unknown rank": (
+        tensor_pb2.TensorProto(
+            dtype=2, tensor_shape=tensor_shape_pb2.TensorShapeProto(unknown_rank=True)
+        ).SerializeToString(),
+        "tensor 0 (double) has an unknown rank",
+    ),
+    "too large": (
+        _float_tensor([2**31, 2**31, 2**31], b"\x00"),
+        "tensor 0 (float, shape [2147483648, 2147483648, 2147483648]) is too large",
+    ),
+    "too large by its item size": (
+        _float_tensor([2**62], b"\x00"),
+        "tensor 0 (float, shape [4611686018427387904]) is too large",
+    ),
+    "large dims, one 0": (_float_tensor([2**30, 2**30, 0], b"\x00"), None),
+    # numpy's rule: even an empty array is too large when its other dims are.
+    "huge dims, one 0": (
+        _float_tensor([2**31, 2**31, 0], b"\x00"),
+        "tensor 0 (float, shape [2147483648, 2147483648, 0]) is too large",
+    ),
+    "no dtype": (
+        b"\x12\x04\x12\x02\x08\x04" + b"\x22" + bytes([len(_SNAPPY_48)]) + _SNAPPY_48,
+        "tensor 0 has a dtype the codec does not know (DataType 0)",
+    ),
+    "a _REF dtype": (
+        tensor_pb2.TensorProto(dtype=101).SerializeToString(),
+        "tensor 0 has a dtype the codec does not know (DataType 101)",
+    ),
+    "a negative dtype": (
+        b"\x08" + _impl.wire.encode_varint(KEY_MAX),
+        "tensor 0 has a dtype the codec does not know (DataType -1)",
+    ),
+    # Fields repeated or of another wire type, read as protobuf reads them.
+    "the dims of two shapes": (
+        _float_tensor([4], _SNAPPY_48) + b"\x12\x04\x12\x02\x08\x03",
+        None,
+    ),
+    "the last dtype": (b"\x08\x09" + _float_tensor([4, 3], _SNAPPY_48), None),
+    "the last dim size": (
+        b"\x08\x01\x12\x08\x12\x06\x08\x05\x08\x04\x10\x01\x12\x04\x12\x02\x08\x03"
+        + b"\x22"
+        + bytes([len(_SNAPPY_48)])
+        + _SNAPPY_48,
+        None,
+    ),
+    "the last content": (
+        _float_tensor([4, 3], b"\x00") + b"\x22" + bytes([len(_SNAPPY_48)]) + _SNAPPY_48,
+        None,
+    ),
+    "an empty last content": (
+        _float_tensor([4, 3], _SNAPPY_48) + b"\x22\x00",
+        "tensor 0 (float, shape [4, 3]) holds no data, its shape needs 48 bytes",
+    ),
+    "a dtype of another wire type": (
+        b"\x0d\x01\x00\x00\x00\x12\x00",  # field 1 as a fixed32: an unknown field
+        "tensor 0 has a dtype the codec does not know (DataType 0)",
+    ),
+    "unknown rank unset again": (
+        _float_tensor([4, 3], _SNAPPY_48) + b"\x12\x02\x18\x01\x12\x02\x18\x00",
+        None,
+    ),
+    "a bfloat16": (
+        tensor_pb2.TensorProto(
+            dtype=14,
+            tensor_shape=tensor_shape_pb2.TensorShapeProto(
+                dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=24)]
+            ),
+            tensor_content=_SNAPPY_48,
+        ).SerializeToString(),
+        None,
+    ),
+    "complex128 sizes": (
+        tensor_pb2.TensorProto(
+            dtype=18,
+            tensor_shape=tensor_shape_pb2.TensorShapeProto(
+                dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=2)]
+            ),
+            tensor_content=_SNAPPY_48,
+        ).SerializeToString(),
+        "tensor 0 (complex128, shape [2]) holds 48 bytes of data, its shape needs 32",
+    ),
+    # Strings: only the element count against the content's length or string_val.
+    "strings": (_strings([2], tensor_content=b"\x01\x02abc"), None),
+    "strings in string_val": (_strings([2], string_val=[b"a", b"bc"]), None),
+    "no strings": (_strings([0]), None),
+    "strings, a corrupt content not looked at": (_strings([2], tensor_content=b"\x09\x09"), None),
+    "content for no strings": (
+        _strings([3, 0], tensor_content=b"\x00"),
+        "tensor 0 (string, shape [3, 0]) holds 1 bytes of data for no elements",
+    ),
+    "a content too short for its lengths": (
+        _strings([4], tensor_content=b"\x00\x00\x00"),
+        "tensor 0 (string, shape [4]) holds 3 bytes of data, too few for the lengths of "
+        "its 4 elements",
+    ),
+    "string_val of another count": (
+        _strings([2, 2], string_val=[b"a", b"b"]),
+        "tensor 0 (string, shape [2, 2]) has no tensor_content and 2 string_val values, its "
+        "shape needs 4",
+    ),
+    "strings without data": (
+        _strings([1]),
+        "tensor 0 (string, shape [1]) has no tensor_content and 0 string_val values, its "
+        "shape needs 1",
+    ),
+    "too many strings": (
+        _strings([2**61, 4], tensor_content=b"\x00"),
+        "tensor 0 (string, shape [2305843009213693952, 4]) is too large",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TENSOR_DEFECTS))
+def test_checked_chunk_header_names_each_defect(
+    twins: tuple[types.ModuleType, types.ModuleType], case: str
+) -> None:
+    tensor, expected = TENSOR_DEFECTS[case]
+    data = _tensor(tensor)
+    header = _check_header(twins, data)
+    assert header[5] == expected
+    # The defect is certain: such a chunk does not decode; one without may (bfloat16
+    # needs ml_dtypes; the corrupt string content is not looked at).
+    parsed = tensor_pb2.TensorProto.FromString(tensor)
+    if expected is not None:
+        assert not _decodes([parsed], False)
+    elif case not in ("a bfloat16", "strings, a corrupt content not looked at"):
+        assert _decodes([parsed], False), case
+    # The defect of each tensor, named by its index; the first one counts.
+    good = _float_tensor([4, 3], _SNAPPY_48)
+    pair = _impl.wire.length_delimited(b"\x0a", good) + _impl.wire.length_delimited(b"\x0a", tensor)
+    twice = b"\x2a" + _impl.wire.encode_varint(len(pair)) + pair + b"\x2a\x00"
+    defect = _check_header(twins, twice)[5]
+    assert defect == (None if expected is None else expected.replace("tensor 0", "tensor 1", 1))
+    bad = _impl.wire.length_delimited(b"\x0a", _float_tensor([5], _SNAPPY_48))
+    both = _impl.wire.length_delimited(b"\x2a", bad) + twice
+    assert _check_header(twins, both)[5] == (
+        "tensor 0 (float, shape [5]) holds 48 bytes of data, its shape needs 20"
+    )
+
+
+def test_checked_chunk_header_delta_encoded_chunks(
+    twins: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    columns = [np.arange(24, dtype=np.int32).reshape(4, 3, 2), np.arange(4, dtype=np.int64)]
+    data = _chunk_codec.encode_chunk(3, 1, 0, 3, columns, delta_encoded=True)
+    assert _check_header(twins, data) == (3, 1, 0, 3, (4, 4), None)
+    chunk = schema_pb2.ChunkData.FromString(data)
+    assert chunk.delta_encoded
+    chunk.data.tensors[0].tensor_shape.dim[2].size = 3
+    assert _check_header(twins, chunk.SerializeToString())[5] == (
+        "tensor 0 (int32, shape [4, 3, 3]) holds 96 bytes of data, its shape needs 144"
+    )
+    assert not _decodes(list(chunk.data.tensors), True)

@@ -141,10 +141,27 @@ def good_chunk(key: int, start: int = 0) -> bytes:
 
 @st.composite
 def chunk_bytes(draw: st.DrawFn, key: int) -> bytes:
-    """A chunk: a good one, one with a bad range or no tensors, or corrupted bytes."""
-    kind = draw(st.sampled_from(["good", "inverted", "empty", "corrupt", "raw"]))
+    """A chunk: a good one, one with a bad range, no tensors or a tensor whose dtype,
+    shape and data do not fit together, or corrupted bytes."""
+    kind = draw(st.sampled_from(["good", "inverted", "empty", "corrupt", "raw", "mismatched"]))
     if kind == "good":
         return good_chunk(key, draw(st.integers(0, 10)))
+    if kind == "mismatched":  # well-formed, but its tensor's fields do not fit together
+        message = schema_pb2.ChunkData.FromString(good_chunk(key))
+        tensor = message.data.tensors[0]
+        field = draw(st.sampled_from(["dim", "dtype", "content", "rank"]))
+        if field == "dim":
+            dims = tensor.tensor_shape.dim
+            dims[draw(st.integers(0, 1))].size = draw(
+                st.integers(-2, 200) | st.integers(-(2**63), 2**63 - 1)
+            )
+        elif field == "dtype":
+            tensor.dtype = draw(st.integers(-1, 30) | st.sampled_from([101, 2**31 - 1]))
+        elif field == "content":
+            tensor.tensor_content = draw(st.binary(max_size=12))
+        else:
+            tensor.tensor_shape.unknown_rank = True
+        return message.SerializeToString()
     message = schema_pb2.ChunkData(chunk_key=key)
     message.sequence_range.episode_id = 7
     if kind == "inverted":
@@ -244,8 +261,10 @@ def test_sample_stream_with_wrong_values(
     for n in range(fill):
         bystander.client.insert(np.float32(n), dict.fromkeys(TABLES, 1.0))
     request = pb.SampleStreamRequest(table=table, num_samples=num_samples)
-    if timeout_ms or not fill:
-        # An empty table with no timeout waits for inserts, as in Reverb: bounded here.
+    if timeout_ms or not fill or (table == "queue" and num_samples > fill):
+        # An empty table with no timeout waits for inserts, as in Reverb: bounded here. A
+        # queue is emptied by the samples themselves (then the call would wait for its
+        # deadline, and end with that deadline's status, the client's or the server's).
         request.rate_limiter_timeout.milliseconds = timeout_ms if timeout_ms > 0 else 100
     code, _ = attacker.stream("SampleStream", [request.SerializeToString()], max_replies=20)
     assert_proper(code, str(request))

@@ -382,6 +382,31 @@ def test_unknown_rank_is_rejected() -> None:
         _tensor.decode_plain_tensor(proto)
 
 
+def test_empty_tensors_too_large_for_numpy_are_refused() -> None:
+    # numpy counts the bytes of an array's dims that are not 0: [0, 2**61] of 4-byte
+    # floats is too large for it, though it holds nothing.
+    for dtype, string in ((types_pb2.DT_FLOAT, False), (types_pb2.DT_STRING, True)):
+        for decode in (_tensor.decode_tensor, _tensor.decode_plain_tensor):
+            proto = make_proto(dtype, [0, 1 << 61], tensor_content=b"" if string else b"\x00")
+            with pytest.raises(InvalidArgumentError, match="too large"):
+                decode(proto)
+    assert _tensor.decode_tensor(
+        make_proto(types_pb2.DT_UINT8, [0, (1 << 63) - 1], tensor_content=b"\x00")
+    ).shape == (0, (1 << 63) - 1)
+
+
+def test_chunk_tensor_dtypes_are_the_codec_table() -> None:
+    from reverb_py._codec import dtypes
+    from reverb_py._codec.fields import STRING_DTYPE, TENSOR_DTYPES
+
+    table = {entry.enum: (entry.tf_name, entry.dtype.itemsize) for entry in dtypes._TABLE}
+    assert TENSOR_DTYPES == {**table, 14: ("bfloat16", 2)}
+    assert TENSOR_DTYPES[STRING_DTYPE] == ("string", 8)
+    for number, (name, _) in TENSOR_DTYPES.items():
+        if number != 14:
+            assert dtypes.tf_dtype_name(dtypes.enum_to_dtype(number)) == name
+
+
 def test_zero_size_numeric_tensors_accept_empty_content() -> None:
     for content in (b"", b"\x00"):
         decoded = _tensor.decode_tensor(
