@@ -15,6 +15,7 @@ from reverb_py._codec.chunk import encode_chunk
 from reverb_py._proto import reverb_service_pb2 as pb
 from reverb_py._proto import schema_pb2
 from tests.robustness.conftest import TABLES, Attacker, Bystander, assert_proper
+from tests.unit.test_protos import varint as _varint
 
 pytestmark = pytest.mark.fuzz
 settings.load_profile("robustness")
@@ -29,19 +30,6 @@ UNARY = {
 }
 
 # ---------------------------------------------------------------- byte-level strategies
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    value &= (1 << 64) - 1
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 @st.composite
