@@ -6,6 +6,7 @@
 from reverb_py import (
     aio,
     checkpointers,
+    data,
     errors,
     item_selectors,
     rate_limiters,
@@ -40,6 +41,7 @@ __all__ = [
     "Writer",
     "aio",
     "checkpointers",
+    "data",
     "errors",
     "item_selectors",
     "rate_limiters",

@@ -21,7 +21,58 @@ from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._status import error_for_status, error_from_rpc
 from reverb_py.replay_sample import ReplaySample, SampleInfo
 
-__all__ = ["sample_stream", "to_replay_samples"]
+__all__ = ["SampleAssembler", "sample_info", "sample_stream", "to_replay_samples"]
+
+
+class SampleAssembler:
+    """Reassembles the samples of one stream from its responses.
+
+    A sample's first entry carries its info, its last has ``end_of_sequence``; chunks
+    are decoded once per stream (kept in a :class:`ChunkCache`: overlapping sequence
+    items share chunks).
+
+    Args:
+      copy: columns share no memory with the cached chunks (else a column taken from
+        one chunk is a view of it: read it, never modify it).
+    """
+
+    def __init__(self, *, copy: bool = True) -> None:
+        self._cache = ChunkCache()
+        self._copy = copy
+        self._info: schema_pb2.SampleInfo | None = None
+        self._chunks: dict[int, list[np.ndarray]] = {}
+
+    def add(
+        self, response: reverb_service_pb2.SampleStreamResponse
+    ) -> list[tuple[schema_pb2.SampleInfo, list[np.ndarray]]]:
+        """The samples ``response`` completes, as ``(info message, columns)``.
+
+        Raises:
+          InternalError: an entry ends a sample that never began.
+          InvalidArgumentError: a chunk or the item's slices are malformed.
+        """
+        done = []
+        decode = self._cache.decode
+        for entry in response.entries:
+            if entry.HasField("info"):
+                self._info = entry.info
+                self._chunks = {}
+            chunks = self._chunks
+            for chunk in entry.data:
+                chunks[chunk.chunk_key] = decode(chunk)
+            if entry.end_of_sequence:
+                info = self._info
+                if info is None:
+                    raise errors.InternalError("Sample entry without info.")
+                columns = unpack_trajectory(info.item.flat_trajectory, chunks, copy=self._copy)
+                done.append((info, columns))
+                self._info = None
+        return done
+
+
+def sample_info(message: schema_pb2.SampleInfo) -> SampleInfo:
+    """The :class:`SampleInfo` of a sample's info message."""
+    return _info(message)
 
 
 def _info(message: schema_pb2.SampleInfo) -> SampleInfo:
@@ -58,10 +109,8 @@ async def sample_stream(
         request_serializer=reverb_service_pb2.SampleStreamRequest.SerializeToString,
         response_deserializer=reverb_service_pb2.SampleStreamResponse.FromString,
     )()
-    cache = ChunkCache()
+    assembler = SampleAssembler()
     produced = 0
-    info: schema_pb2.SampleInfo | None = None
-    chunks: dict[int, list[np.ndarray]] = {}
     try:
         await call.write(request)
         while produced < num_samples:
@@ -72,19 +121,11 @@ async def sample_stream(
                     f"Sample stream ended after {produced} of {num_samples} samples ({code})."
                 )
             # The stubs type read() as `object` (EOF or a message); past EOF it is a message.
-            for entry in cast(reverb_service_pb2.SampleStreamResponse, response).entries:
-                if entry.HasField("info"):
-                    info = entry.info
-                    chunks = {}
-                for chunk in entry.data:
-                    chunks[chunk.chunk_key] = cache.decode(chunk)
-                if entry.end_of_sequence:
-                    if info is None:
-                        raise errors.InternalError("Sample entry without info.")
-                    columns = unpack_trajectory(info.item.flat_trajectory, chunks)
-                    produced += 1
-                    yield _info(info), columns
-                    info = None
+            for info, columns in assembler.add(
+                cast(reverb_service_pb2.SampleStreamResponse, response)
+            ):
+                produced += 1
+                yield _info(info), columns
     except grpc.aio.AioRpcError as error:
         raise error_from_rpc(error) from None
     except asyncio.InvalidStateError:

@@ -56,6 +56,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("asyncio client", (r"reverb_py\.aio",)),
     ("blocking client", (r"reverb_py\.client",)),
     ("server", (r"reverb_py\.server(\..*)?",)),
+    ("datasets", (r"reverb_py\.data",)),
+    ("framework adapters", (r"reverb_py\.(torch|jax|_tf_data|tf_client)",)),
     ("package", (r"reverb_py",)),
 ]
 
