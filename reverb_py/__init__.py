@@ -24,6 +24,28 @@ from reverb_py.trajectory_writer import TrajectoryColumn, TrajectoryWriter
 
 __version__ = "0.1.0"
 
+_TENSORFLOW_NAMES = ("TimestepDataset", "TrajectoryDataset")
+
+
+def __getattr__(name: str) -> object:
+    # Reverb's TensorFlow datasets, imported (with TensorFlow) on first use only.
+    if name in _TENSORFLOW_NAMES:
+        try:
+            import tensorflow  # noqa: F401
+        except ImportError:
+            raise ImportError(
+                f"reverb_py.{name} is a tf.data.Dataset and needs TensorFlow "
+                "(pip install 'reverb_py[tf]'). Without TensorFlow use "
+                "reverb_py.data.TrajectoryIterator / reverb_py.data.TimestepIterator "
+                "(numpy), reverb_py.torch.TrajectoryDataset / TimestepDataset (PyTorch) or "
+                "reverb_py.jax.TrajectoryIterator (JAX)."
+            ) from None
+        from reverb_py import _tf_data
+
+        return getattr(_tf_data, name)
+    raise AttributeError(f"module 'reverb_py' has no attribute {name!r}")
+
+
 __all__ = [
     "IMPLEMENTATION",
     "BoundedTensorSpec",

@@ -34,7 +34,14 @@ from reverb_py.client import Client
 from reverb_py.replay_sample import ReplaySample
 from reverb_py.tensor_spec import normalize_shape, shapes_compatible
 
-__all__ = ["TimestepIterator", "TrajectoryIterator", "table_specs", "validate_against_table"]
+__all__ = [
+    "TimestepIterator",
+    "TrajectoryIterator",
+    "flat_specs",
+    "lists_to_tuples",
+    "table_specs",
+    "validate_against_table",
+]
 
 _logger = logging.getLogger("reverb_py")
 
@@ -42,16 +49,16 @@ VALIDATION_TIMEOUT_S = 30.0
 """How long an iterator waits for the table's signature before sampling unchecked."""
 
 
-def _lists_to_tuples(structure: Any) -> Any:
+def lists_to_tuples(structure: Any) -> Any:
     """Reverb's datasets turn every list of a nest into a tuple."""
     if isinstance(structure, list):
-        return tuple(_lists_to_tuples(value) for value in structure)
+        return tuple(lists_to_tuples(value) for value in structure)
     if isinstance(structure, dict):
-        return type(structure)((key, _lists_to_tuples(value)) for key, value in structure.items())
+        return type(structure)((key, lists_to_tuples(value)) for key, value in structure.items())
     if nest.is_namedtuple(structure):
-        return type(structure)(*(_lists_to_tuples(value) for value in structure))
+        return type(structure)(*(lists_to_tuples(value) for value in structure))
     if isinstance(structure, tuple):
-        return tuple(_lists_to_tuples(value) for value in structure)
+        return tuple(lists_to_tuples(value) for value in structure)
     return structure
 
 
@@ -88,7 +95,13 @@ def _flatten_up_to(structure: Any, values: Any, path: str = "") -> list[Any]:
     return flat
 
 
-def _specs(dtypes: Any, shapes: Any) -> list[datasets.Spec]:
+def flat_specs(dtypes: Any, shapes: Any) -> list[datasets.Spec]:
+    """Each leaf's (dtype, shape), ``shapes`` split along the structure of ``dtypes``.
+
+    Raises:
+      ValueError: the two do not share a structure.
+      TypeError: a leaf that is not a dtype or a shape.
+    """
     flat_dtypes = nest.flatten(dtypes)
     flat_shapes = _flatten_up_to(dtypes, shapes)
     return [
@@ -192,8 +205,8 @@ class _SampleIterator:
     ) -> None:
         if (dtypes is None) != (shapes is None):
             raise ValueError("dtypes and shapes must both be given or both be None.")
-        self._specs = None if dtypes is None else _specs(dtypes, shapes)
-        self._structure = None if dtypes is None else _lists_to_tuples(dtypes)
+        self._specs = None if dtypes is None else flat_specs(dtypes, shapes)
+        self._structure = None if dtypes is None else lists_to_tuples(dtypes)
         self._options = datasets.SamplerOptions(
             max_in_flight_samples_per_worker,
             num_workers_per_iterator,

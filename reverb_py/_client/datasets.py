@@ -515,6 +515,7 @@ def trajectories(
     structure: Any = None,
     batch_size: int | None = None,
     drop_remainder: bool = False,
+    flexible: bool = False,
 ) -> Iterator[ReplaySample]:
     """Whole items: one :class:`ReplaySample` per sample, or per ``batch_size`` samples
     (every field stacked along a new leading axis).
@@ -525,6 +526,9 @@ def trajectories(
       structure: a nest to unflatten the columns into (None: a flat list).
       batch_size: samples per batch, or None for single samples.
       drop_remainder: drop a last batch smaller than ``batch_size``.
+      flexible: with ``batch_size``, yield what is buffered (at most ``batch_size``)
+        as one block without waiting for more; samples that cannot be stacked with
+        the others of their block come in blocks of one.
 
     Raises:
       InvalidArgumentError: a sample that does not match ``specs``, or batched samples
@@ -532,6 +536,9 @@ def trajectories(
     """
     checker = _Checker(sampler.table, specs)
     pack = _packer(structure)
+    if batch_size is not None and flexible:
+        yield from _blocks(sampler, checker, pack, batch_size)
+        return
     if batch_size is None:
         while True:
             block = sampler.take()
@@ -569,6 +576,31 @@ def trajectories(
             return
 
 
+def _stacked(checker: _Checker, samples: list[Sample], pack: Callable[[list[Any]], Any]) -> Any:
+    info = _batched_info([message for message, _ in samples])
+    count = len(samples[0][1])
+    stacked = [np.stack([columns[index] for _, columns in samples]) for index in range(count)]
+    checker.check(stacked, leading=1)
+    return ReplaySample(info, pack(stacked))
+
+
+def _blocks(
+    sampler: Sampler, checker: _Checker, pack: Callable[[list[Any]], Any], limit: int
+) -> Iterator[ReplaySample]:
+    while True:
+        block = sampler.take(limit)
+        if not block:
+            return
+        try:
+            yield _stacked(checker, block, pack)
+        except ValueError as error:
+            if isinstance(error, errors.InvalidArgumentError):
+                raise
+            for sample in block:  # Shapes differ: one sample per block.
+                checker.check(sample[1])
+                yield _stacked(checker, [sample], pack)
+
+
 def _unsqueezed(message: schema_pb2.SampleInfo, columns: list[np.ndarray]) -> list[np.ndarray]:
     """A squeezed column is one time step (as Reverb's timesteps see it)."""
     flags = message.item.flat_trajectory.columns
@@ -594,6 +626,7 @@ def timesteps(
     structure: Any = None,
     batch_size: int | None = None,
     drop_remainder: bool = False,
+    flexible: bool = False,
 ) -> Iterator[ReplaySample]:
     """Time steps of the sampled items, in order: one :class:`ReplaySample` per step, or
     per ``batch_size`` steps (which may span items; ``info`` repeats each step's item).
@@ -606,6 +639,27 @@ def timesteps(
     """
     checker = _Checker(sampler.table, specs)
     pack = _packer(structure)
+    if batch_size is not None and flexible:
+        while True:
+            block = sampler.take(batch_size)
+            if not block:
+                return
+            items = []
+            for message, columns in block:
+                columns = _unsqueezed(message, columns)
+                items.append((message, columns, _steps(sampler, columns)))
+                checker.check(columns, leading=1)
+            info = _batched_info([item[0] for item in items], [item[2] for item in items])
+            try:
+                data = [
+                    np.concatenate([item[1][index] for item in items])
+                    for index in range(len(items[0][1]))
+                ]
+            except ValueError:
+                for message, columns, steps in items:  # Shapes differ: item by item.
+                    yield ReplaySample(_batched_info([message], [steps]), pack(columns))
+                continue
+            yield ReplaySample(info, pack(data))
     if batch_size is None:
         while True:
             block = sampler.take()

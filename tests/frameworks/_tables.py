@@ -31,10 +31,16 @@ def _uniform(name: str, signature: object) -> reverb.Table:
 
 
 def filled_server() -> reverb.Server:
-    """A server (port 0) whose ``seq`` items are 3 steps and ``steps`` items one step;
+    """A server (port 0) whose ``seq`` items (``plain``: the same, no signature) are 3
+    steps and ``steps`` items one step;
     every step's ``obs`` is its ``step`` twice. The caller stops it."""
     server = reverb.Server(
-        [_uniform("seq", SIGNATURE), _uniform("steps", STEP_SIGNATURE), _uniform("empty", None)],
+        [
+            _uniform("seq", SIGNATURE),
+            _uniform("plain", None),
+            _uniform("steps", STEP_SIGNATURE),
+            _uniform("empty", None),
+        ],
         port=0,
     )
     try:
@@ -49,6 +55,7 @@ def filled_server() -> reverb.Server:
                         "step": writer.history["step"][-SEQUENCE:],
                     }
                     writer.create_item("seq", 1.0, item)
+                    writer.create_item("plain", 1.0, item)
             writer.flush()
     except BaseException:
         server.stop()
