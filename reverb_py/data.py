@@ -159,27 +159,23 @@ def validate_against_table(
         return
     if table not in info or info[table].signature is None:
         return
-    signature = [spec for _, spec in flatten_signature(info[table].signature)]
-    table_string = ", ".join(
-        f"{index + datasets.NUM_INFO_TENSORS}: ({tf_dtype_name(spec.dtype)}, "
-        f"{datasets.format_shape(spec.shape)})"
-        for index, spec in enumerate(signature)
-    )
+    flat = flatten_signature(info[table].signature)
+    signature = [spec for _, spec in flat]
+    table_string = datasets.specs_string([(name, spec.dtype, spec.shape) for name, spec in flat])
     if len(signature) != len(specs):
         raise errors.InvalidArgumentError(
             f"Inconsistent number of tensors requested from table '{table}'.  Requested "
-            f"{len(specs) + datasets.NUM_INFO_TENSORS} tensors, but table signature shows "
-            f"{len(signature) + datasets.NUM_INFO_TENSORS} tensors.  Table signature: "
-            f"{table_string}"
+            f"{len(specs)} tensors, but table signature shows {len(signature)} tensors.  "
+            f"Table signature: {table_string}"
         )
     for index, (spec, (dtype, shape)) in enumerate(zip(signature, specs)):
         if spec.dtype != dtype or not shapes_compatible(spec.shape, shape):
             raise errors.InvalidArgumentError(
-                f"Requested incompatible tensor at flattened index "
-                f"{index + datasets.NUM_INFO_TENSORS} from table '{table}'.  Requested "
-                f"(dtype, shape): ({tf_dtype_name(dtype)}, {datasets.format_shape(shape)}).  "
-                f"Signature (dtype, shape): ({tf_dtype_name(spec.dtype)}, "
-                f"{datasets.format_shape(spec.shape)}).  Table signature: {table_string}"
+                f"Requested incompatible tensor at flattened index {index} from table "
+                f"'{table}'.  Requested (dtype, shape): ({tf_dtype_name(dtype)}, "
+                f"{datasets.format_shape(shape)}).  Signature (dtype, shape): "
+                f"({tf_dtype_name(spec.dtype)}, {datasets.format_shape(spec.shape)}).  "
+                f"Table signature: {table_string}"
             )
 
 

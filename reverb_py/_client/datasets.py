@@ -48,6 +48,7 @@ __all__ = [
     "SamplerOptions",
     "Spec",
     "format_shape",
+    "specs_string",
     "timesteps",
     "trajectories",
 ]
@@ -59,7 +60,7 @@ DEFAULT_MAX_SAMPLES_PER_STREAM = 10_000
 """Samples per stream of ``max_samples_per_stream=-1`` (Reverb's auto value)."""
 
 NUM_INFO_TENSORS = len(SampleInfo._fields)
-"""Reverb counts a sample's tensors with its info fields first (in error messages)."""
+"""The info fields a sample carries before its data."""
 
 _INFO_DTYPES = SampleInfo.dtypes()
 
@@ -424,11 +425,17 @@ def format_shape(shape: Shape) -> str:
     return "[" + ",".join("?" if size is None else str(size) for size in shape) + "]"
 
 
-def _specs_string(specs: Sequence[Spec]) -> str:
+def specs_string(specs: Sequence[tuple[str, np.dtype[Any], Shape]]) -> str:
+    """Specs as Reverb lists them: ``0: Tensor<name: 'a', dtype: float, shape: [?,3]>``."""
     return ", ".join(
-        f"{index + NUM_INFO_TENSORS}: ({tf_dtype_name(dtype)}, {format_shape(shape)})"
-        for index, (dtype, shape) in enumerate(specs)
+        f"{index}: Tensor<name: '{name}', dtype: {tf_dtype_name(dtype)}, "
+        f"shape: {format_shape(shape)}>"
+        for index, (name, dtype, shape) in enumerate(specs)
     )
+
+
+def _unnamed(specs: Sequence[Spec]) -> str:
+    return specs_string([("?", dtype, shape) for dtype, shape in specs])
 
 
 class _Checker:
@@ -444,21 +451,22 @@ class _Checker:
         if specs is None:
             return
         if len(columns) != len(specs):
+            incoming = [("", column.dtype, column.shape[leading:]) for column in columns]
             raise errors.InvalidArgumentError(
                 f"Inconsistent number of tensors received from table '{self._table}'.  "
-                f"Specification has {len(specs) + NUM_INFO_TENSORS} tensors, but data "
-                f"coming from the table shows {len(columns) + NUM_INFO_TENSORS} tensors.\n"
-                f"Table signature: {_specs_string(specs)}"
+                f"Specification has {len(specs)} tensors, but data coming from the table "
+                f"shows {len(columns)} tensors.\nTable signature: {_unnamed(specs)}.\n"
+                f"Incoming tensor signature: {specs_string(incoming)}"
             )
         for index, (column, (dtype, shape)) in enumerate(zip(columns, specs)):
             got = column.shape[leading:]
             if column.dtype != dtype or not shapes_compatible(shape, got):
                 raise errors.InvalidArgumentError(
-                    f"Received incompatible tensor at flattened index "
-                    f"{index + NUM_INFO_TENSORS} from table '{self._table}'.  Specification "
-                    f"has (dtype, shape): ({tf_dtype_name(dtype)}, {format_shape(shape)}).  "
-                    f"Tensor has (dtype, shape): ({tf_dtype_name(column.dtype)}, "
-                    f"{format_shape(got)}).\nTable signature: {_specs_string(specs)}"
+                    f"Received incompatible tensor at flattened index {index} from table "
+                    f"'{self._table}'.  Specification has (dtype, shape): "
+                    f"({tf_dtype_name(dtype)}, {format_shape(shape)}).  Tensor has (dtype, "
+                    f"shape): ({tf_dtype_name(column.dtype)}, {format_shape(got)}).\n"
+                    f"Table signature: {_unnamed(specs)}"
                 )
 
 
@@ -503,7 +511,7 @@ def _stack(table: str, arrays: list[np.ndarray], index: int) -> np.ndarray:
         shapes = sorted({format_shape(array.shape) for array in arrays})
         raise errors.InvalidArgumentError(
             f"Cannot batch the samples of table '{table}': the tensors at flattened index "
-            f"{index + NUM_INFO_TENSORS} have different shapes ({', '.join(shapes)}); use "
+            f"{index} have different shapes ({', '.join(shapes)}); use "
             "batch_size=None or items of one shape."
         ) from None
 
@@ -671,7 +679,7 @@ def timesteps(
                 checker.check(columns, leading=1)
                 info = _scalar_info(message)
                 for step in range(steps):
-                    yield ReplaySample(info, pack([column[step] for column in columns]))
+                    yield ReplaySample(info, pack([column[step, ...] for column in columns]))
     # Pieces of items (message, columns, start, stop) that make up the next batch.
     pieces: list[tuple[schema_pb2.SampleInfo, list[np.ndarray], int, int]] = []
     filled = 0

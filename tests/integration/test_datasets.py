@@ -325,8 +325,10 @@ def test_requested_specs_are_checked_against_the_signature(address: str) -> None
     it = data.TrajectoryIterator(address, "seq", (np.float32,), ((SEQUENCE, 3),), 10)
     with pytest.raises(
         errors.InvalidArgumentError,
-        match=r"Inconsistent number of tensors requested from table 'seq'.  Requested 6 "
-        r"tensors, but table signature shows 7 tensors",
+        match=r"Inconsistent number of tensors requested from table 'seq'.  Requested 1 "
+        r"tensors, but table signature shows 2 tensors.  Table signature: 0: Tensor<name: "
+        r"'obs', dtype: float, shape: \[4,3\]>, 1: Tensor<name: 'step', dtype: int64, "
+        r"shape: \[4\]>",
     ):
         next(it)
     it = data.TrajectoryIterator(
@@ -334,7 +336,7 @@ def test_requested_specs_are_checked_against_the_signature(address: str) -> None
     )
     with pytest.raises(
         errors.InvalidArgumentError,
-        match=r"Requested incompatible tensor at flattened index 5 from table 'seq'.  "
+        match=r"Requested incompatible tensor at flattened index 0 from table 'seq'.  "
         r"Requested \(dtype, shape\): \(double, \[\?,3\]\).  Signature \(dtype, shape\): "
         r"\(float, \[4,3\]\)",
     ):
@@ -347,7 +349,7 @@ def test_samples_are_checked_against_the_requested_specs(address: str) -> None:
     )
     with pytest.raises(
         errors.InvalidArgumentError,
-        match=r"Received incompatible tensor at flattened index 6 from table 'plain'.  "
+        match=r"Received incompatible tensor at flattened index 1 from table 'plain'.  "
         r"Specification has \(dtype, shape\): \(int32, <unknown>\).  Tensor has "
         r"\(dtype, shape\): \(int64, \[4\]\)",
     ):
