@@ -24,25 +24,29 @@ from reverb_py.trajectory_writer import TrajectoryColumn, TrajectoryWriter
 
 __version__ = "0.1.0"
 
-_TENSORFLOW_NAMES = ("TimestepDataset", "TrajectoryDataset")
+# Reverb's TensorFlow names and the module of each, imported (with TensorFlow) on first use.
+_TENSORFLOW_NAMES = {
+    "TimestepDataset": "reverb_py._tf_data",
+    "TrajectoryDataset": "reverb_py._tf_data",
+    "TFClient": "reverb_py.tf_client",
+}
 
 
 def __getattr__(name: str) -> object:
-    # Reverb's TensorFlow datasets, imported (with TensorFlow) on first use only.
     if name in _TENSORFLOW_NAMES:
         try:
             import tensorflow  # noqa: F401
         except ImportError:
             raise ImportError(
-                f"reverb_py.{name} is a tf.data.Dataset and needs TensorFlow "
+                f"reverb_py.{name} is made of TensorFlow ops and needs TensorFlow "
                 "(pip install 'reverb_py[tf]'). Without TensorFlow use "
                 "reverb_py.data.TrajectoryIterator / reverb_py.data.TimestepIterator "
                 "(numpy), reverb_py.torch.TrajectoryDataset / TimestepDataset (PyTorch) or "
                 "reverb_py.jax.TrajectoryIterator (JAX)."
             ) from None
-        from reverb_py import _tf_data
+        import importlib
 
-        return getattr(_tf_data, name)
+        return getattr(importlib.import_module(_TENSORFLOW_NAMES[name]), name)
     raise AttributeError(f"module 'reverb_py' has no attribute {name!r}")
 
 

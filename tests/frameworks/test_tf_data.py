@@ -135,3 +135,34 @@ def test_without_tensorflow_the_names_say_what_to_use() -> None:
     )
     assert "needs TensorFlow" in out.stdout
     assert "reverb_py.data.TrajectoryIterator" in out.stdout
+
+
+def test_tf_client_in_a_tf_function(address: str) -> None:
+    client = reverb.TFClient(address)
+    info = reverb.Client(address).server_info()["empty"]
+    assert info.current_size == 0
+
+    @tf.function
+    def insert_then_sample() -> reverb.ReplaySample:
+        client.insert(
+            [tf.constant([1.5, 2.5], tf.float32)],
+            tf.constant(["empty"]),
+            tf.constant([2.0], tf.float64),
+        )
+        return client.sample("empty", [tf.float32])
+
+    sample = insert_then_sample()
+    assert sample.info.key.dtype == tf.uint64 and sample.info.key.shape == ()
+    np.testing.assert_array_equal(sample.data[0].numpy(), [[1.5, 2.5]])
+    assert float(sample.info.priority) == 2.0
+
+    @tf.function
+    def update(keys: tf.Tensor) -> None:
+        client.update_priorities("empty", keys, tf.constant([7.0], tf.float64))
+
+    update(tf.reshape(sample.info.key, [1]))
+    again = client.sample("empty", [tf.float32])
+    assert float(again.info.priority) == 7.0
+    reverb.Client(address).reset("empty")
+    with pytest.raises(ValueError, match="tables must be a string tensor of rank 1"):
+        client.insert([tf.constant(1.0)], tf.constant("empty"), tf.constant([1.0], tf.float64))
