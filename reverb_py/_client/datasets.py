@@ -220,6 +220,10 @@ class Sampler:
                 future = self._future
                 if future is not None and future.done() and self._workers == 0:
                     # Every worker has finished: nothing more will come.
+                    if not future.cancelled() and future.exception() is not None:
+                        raise errors.InternalError(
+                            f"The sampler of table '{self._table}' failed: {future.exception()!r}"
+                        )
                     return []
                 self._waiting += 1
                 try:
