@@ -391,7 +391,8 @@ class Sampler:
             raise self._stream_error(
                 error_for_status(await call.code(), await call.details() or "")
             ) from None
-        except errors.DeadlineExceededError as error:
+        except errors.ReverbError as error:
+            # E.g. the status of a stream the server ended early (EOF above).
             raise self._stream_error(error) from None
         finally:
             call.cancel()
@@ -405,7 +406,9 @@ class Sampler:
             and self._options.rate_limiter_timeout_ms >= 0
         ):
             return _RateLimiterTimeout(str(error))
-        if isinstance(error, (errors.UnavailableError, errors.CancelledOperationError)):
+        if isinstance(error, (errors.UnavailableError, errors.CancelledOperationError)) and (
+            self._server_address not in str(error)
+        ):
             return type(error)(
                 f"Sampling table '{self._table}' at {self._server_address} failed: {error}"
             )
