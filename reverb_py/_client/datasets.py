@@ -32,10 +32,15 @@ import grpc
 import numpy as np
 
 from reverb_py import errors
-from reverb_py._client.channel import SAMPLE_STREAM_PATH, channel_options, shared_loop_thread
-from reverb_py._client.sampling import SampleAssembler
+from reverb_py._client.channel import (
+    SAMPLE_STREAM_PATH,
+    channel_options,
+    identity,
+    shared_loop_thread,
+)
+from reverb_py._client.sampling import Decoded, SampleAssembler
 from reverb_py._codec.dtypes import tf_dtype_name
-from reverb_py._proto import reverb_service_pb2, schema_pb2
+from reverb_py._proto import reverb_service_pb2
 from reverb_py._status import error_for_status, error_from_rpc
 from reverb_py.replay_sample import ReplaySample, SampleInfo
 from reverb_py.tensor_spec import Shape, shapes_compatible
@@ -64,8 +69,8 @@ NUM_INFO_TENSORS = len(SampleInfo._fields)
 
 _INFO_DTYPES = SampleInfo.dtypes()
 
-Sample = tuple[schema_pb2.SampleInfo, list[np.ndarray]]
-"""One decoded sample: its info message and its columns."""
+Sample = Decoded
+"""One decoded sample: its info, its columns, which columns are squeezed."""
 
 Spec = tuple[np.dtype[Any], Shape]
 """What a column must be: its dtype and a (compatible) shape."""
@@ -357,7 +362,7 @@ class Sampler:
         call = channel.stream_stream(
             SAMPLE_STREAM_PATH,
             request_serializer=reverb_service_pb2.SampleStreamRequest.SerializeToString,
-            response_deserializer=reverb_service_pb2.SampleStreamResponse.FromString,
+            response_deserializer=identity,  # Read by SampleAssembler.add_bytes.
         )()
         assembler = SampleAssembler(copy=self._copy)
         received = 0
@@ -378,7 +383,7 @@ class Sampler:
                     response = await call.read()
                     if response is grpc.aio.EOF:
                         raise error_for_status(await call.code(), await call.details() or "")
-                    samples = assembler.add(cast(reverb_service_pb2.SampleStreamResponse, response))
+                    samples = assembler.add_bytes(cast(bytes, response))
                     if samples:
                         reserved -= len(samples)
                         received += len(samples)
@@ -485,27 +490,20 @@ def _packer(structure: Any) -> Callable[[list[Any]], Any]:
     return lambda values: unflatten_as(structure, values)
 
 
-def _scalar_info(message: schema_pb2.SampleInfo) -> SampleInfo:
-    item = message.item
+def _scalar_info(info: SampleInfo) -> SampleInfo:
     return SampleInfo(
-        np.uint64(item.key),
-        np.float64(message.probability),
-        np.int64(message.table_size),
-        np.float64(item.priority),
-        np.int32(item.times_sampled),
+        np.uint64(info.key),
+        np.float64(info.probability),
+        np.int64(info.table_size),
+        np.float64(info.priority),
+        np.int32(info.times_sampled),
     )
 
 
-def _batched_info(messages: Sequence[schema_pb2.SampleInfo], counts: Any = None) -> SampleInfo:
-    """The info of a batch: one array per field (each message ``counts[i]`` times)."""
-    keys = [message.item.key for message in messages]
-    probabilities = [message.probability for message in messages]
-    sizes = [message.table_size for message in messages]
-    priorities = [message.item.priority for message in messages]
-    times = [message.item.times_sampled for message in messages]
+def _batched_info(infos: Sequence[SampleInfo], counts: Any = None) -> SampleInfo:
+    """The info of a batch: one array per field (each info ``counts[i]`` times)."""
     fields: list[Any] = []
-    columns: tuple[list[Any], ...] = (keys, probabilities, sizes, priorities, times)
-    for values, dtype in zip(columns, _INFO_DTYPES):
+    for values, dtype in zip(zip(*infos), _INFO_DTYPES):
         array = np.array(values, dtype=cast(np.dtype[Any], dtype))
         fields.append(array if counts is None else np.repeat(array, counts))
     return SampleInfo(*fields)
@@ -559,9 +557,9 @@ def trajectories(
             block = sampler.take()
             if not block:
                 return
-            for message, columns in block:
+            for info, columns, _ in block:
                 checker.check(columns)
-                yield ReplaySample(_scalar_info(message), pack(columns))
+                yield ReplaySample(_scalar_info(info), pack(columns))
     pending: list[Sample] = []
     while True:
         block = sampler.take(batch_size - len(pending))
@@ -571,9 +569,9 @@ def trajectories(
                 continue
         elif not pending or drop_remainder:
             return
-        info = _batched_info([message for message, _ in pending])
+        info = _batched_info([sample[0] for sample in pending])
         count = len(pending[0][1])
-        for _, columns in pending:
+        for _, columns, _ in pending:
             if len(columns) != count:
                 checker.check(columns)
                 raise errors.InvalidArgumentError(
@@ -581,7 +579,7 @@ def trajectories(
                     "different numbers of columns."
                 )
         stacked = [
-            _stack(sampler.table, [columns[index] for _, columns in pending], index)
+            _stack(sampler.table, [sample[1][index] for sample in pending], index)
             for index in range(count)
         ]
         pending = []
@@ -592,9 +590,9 @@ def trajectories(
 
 
 def _stacked(checker: _Checker, samples: list[Sample], pack: Callable[[list[Any]], Any]) -> Any:
-    info = _batched_info([message for message, _ in samples])
+    info = _batched_info([sample[0] for sample in samples])
     count = len(samples[0][1])
-    stacked = [np.stack([columns[index] for _, columns in samples]) for index in range(count)]
+    stacked = [np.stack([sample[1][index] for sample in samples]) for index in range(count)]
     checker.check(stacked, leading=1)
     return ReplaySample(info, pack(stacked))
 
@@ -616,12 +614,11 @@ def _blocks(
                 yield _stacked(checker, [sample], pack)
 
 
-def _unsqueezed(message: schema_pb2.SampleInfo, columns: list[np.ndarray]) -> list[np.ndarray]:
+def _unsqueezed(squeezed: tuple[bool, ...], columns: list[np.ndarray]) -> list[np.ndarray]:
     """A squeezed column is one time step (as Reverb's timesteps see it)."""
-    flags = message.item.flat_trajectory.columns
-    if not any(column.squeeze for column in flags):
+    if not any(squeezed):
         return columns
-    return [column[np.newaxis] if flag.squeeze else column for flag, column in zip(flags, columns)]
+    return [column[np.newaxis] if flag else column for flag, column in zip(squeezed, columns)]
 
 
 def _steps(sampler: Sampler, columns: list[np.ndarray]) -> int:
@@ -660,9 +657,9 @@ def timesteps(
             if not block:
                 return
             items = []
-            for message, columns in block:
-                columns = _unsqueezed(message, columns)
-                items.append((message, columns, _steps(sampler, columns)))
+            for info, columns, squeezed in block:
+                columns = _unsqueezed(squeezed, columns)
+                items.append((info, columns, _steps(sampler, columns)))
                 checker.check(columns, leading=1)
             info = _batched_info([item[0] for item in items], [item[2] for item in items])
             try:
@@ -671,8 +668,8 @@ def timesteps(
                     for index in range(len(items[0][1]))
                 ]
             except ValueError:
-                for message, columns, steps in items:  # Shapes differ: item by item.
-                    yield ReplaySample(_batched_info([message], [steps]), pack(columns))
+                for info, columns, steps in items:  # Shapes differ: item by item.
+                    yield ReplaySample(_batched_info([info], [steps]), pack(columns))
                 continue
             yield ReplaySample(info, pack(data))
     if batch_size is None:
@@ -680,18 +677,18 @@ def timesteps(
             block = sampler.take()
             if not block:
                 return
-            for message, columns in block:
-                columns = _unsqueezed(message, columns)
+            for info, columns, squeezed in block:
+                columns = _unsqueezed(squeezed, columns)
                 steps = _steps(sampler, columns)
                 checker.check(columns, leading=1)
-                info = _scalar_info(message)
+                scalars = _scalar_info(info)
                 for step in range(steps):
-                    yield ReplaySample(info, pack([column[step, ...] for column in columns]))
-    # Pieces of items (message, columns, start, stop) that make up the next batch.
-    pieces: list[tuple[schema_pb2.SampleInfo, list[np.ndarray], int, int]] = []
+                    yield ReplaySample(scalars, pack([column[step, ...] for column in columns]))
+    # Pieces of items (info, columns, start, stop) that make up the next batch.
+    pieces: list[tuple[SampleInfo, list[np.ndarray], int, int]] = []
     filled = 0
     queue: collections.deque[Sample] = collections.deque()
-    current: Sample | None = None
+    current: tuple[SampleInfo, list[np.ndarray]] | None = None
     offset = steps = 0
     ended = False
     while True:
@@ -703,8 +700,8 @@ def timesteps(
                 else:
                     ended = True
             if queue:
-                message, columns = queue.popleft()
-                current = (message, _unsqueezed(message, columns))
+                info, columns, squeezed = queue.popleft()
+                current = (info, _unsqueezed(squeezed, columns))
                 steps = _steps(sampler, current[1])
                 checker.check(current[1], leading=1)
                 offset = 0

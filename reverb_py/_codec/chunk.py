@@ -28,6 +28,7 @@ __all__ = [
     "checked_columns",
     "decode_chunk",
     "encode_chunk",
+    "unpack_columns",
     "unpack_trajectory",
 ]
 
@@ -197,6 +198,19 @@ class ChunkCache:
             self._chunks.popitem(last=False)
         return columns
 
+    def get(self, chunk_key: int) -> list[Array] | None:
+        """The cached columns of a chunk (marked as used), or None."""
+        columns = self._chunks.get(chunk_key)
+        if columns is not None:
+            self._chunks.move_to_end(chunk_key)
+        return columns
+
+    def put(self, chunk_key: int, columns: list[Array]) -> None:
+        """Caches a chunk's decoded columns (dropping the least recently used)."""
+        self._chunks[chunk_key] = columns
+        if len(self._chunks) > self._capacity:
+            self._chunks.popitem(last=False)
+
     def clear(self) -> None:
         """Drops every cached chunk."""
         self._chunks.clear()
@@ -227,17 +241,43 @@ def unpack_trajectory(
       InvalidArgumentError: a missing chunk, a tensor index or slice out of range,
         slices that do not concatenate, or a squeezed column whose length is not 1.
     """
+    columns = [
+        (
+            column.squeeze,
+            [
+                (piece.chunk_key, piece.offset, piece.length, piece.index)
+                for piece in column.chunk_slices
+            ],
+        )
+        for column in trajectory.columns
+    ]
+    return unpack_columns(columns, chunks, copy=copy)
+
+
+Slice = tuple[int, int, int, int]
+"""A chunk slice: ``(chunk_key, offset, length, index)``."""
+
+
+def unpack_columns(
+    columns: Sequence[tuple[bool, Sequence[Slice]]],
+    chunks: Mapping[int, Sequence[Array]],
+    *,
+    copy: bool = True,
+) -> list[Array]:
+    """:func:`unpack_trajectory` of an item's columns given as ``(squeeze, slices)``.
+
+    Raises:
+      InvalidArgumentError: as :func:`unpack_trajectory`.
+    """
     result: list[Array] = []
-    for column_index, column in enumerate(trajectory.columns):
+    for column_index, (squeeze, slices) in enumerate(columns):
         pieces: list[Array] = []
-        for chunk_slice in column.chunk_slices:
-            key = chunk_slice.chunk_key
+        for key, offset, length, index in slices:
             tensors = chunks.get(key)
             if tensors is None:
                 raise InvalidArgumentError(
                     f"Column {column_index} references chunk {key}, which the sample lacks."
                 )
-            index = chunk_slice.index
             if not 0 <= index < len(tensors):
                 raise InvalidArgumentError(
                     f"Column {column_index} references tensor {index} of chunk {key}, "
@@ -248,14 +288,15 @@ def unpack_trajectory(
                 raise InvalidArgumentError(
                     f"Tensor {index} of chunk {key} has no time axis (column {column_index})."
                 )
-            offset, length = chunk_slice.offset, chunk_slice.length
             steps = tensor.shape[0]
             if offset < 0 or length < 0 or offset + length > steps:
                 raise InvalidArgumentError(
                     f"Column {column_index} slices [{offset}, {offset + length}) of tensor "
                     f"{index} of chunk {key}, which has {steps} steps."
                 )
-            pieces.append(tensor[offset : offset + length])
+            pieces.append(
+                tensor if offset == 0 and length == steps else tensor[offset : offset + length]
+            )
         if not pieces:
             raise InvalidArgumentError(f"Column {column_index} has no chunk slices.")
         if len(pieces) == 1:
@@ -273,7 +314,7 @@ def unpack_trajectory(
                 raise InvalidArgumentError(
                     f"The slices of column {column_index} do not concatenate: {error}"
                 ) from None
-        if column.squeeze:
+        if squeeze:
             if data.shape[0] != 1:
                 raise InvalidArgumentError(
                     f"Column {column_index} is squeezed but has {data.shape[0]} steps."
