@@ -16,7 +16,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from reverb_py import _impl, errors
-from reverb_py._client.channel import SAMPLE_STREAM_PATH
+from reverb_py._client.channel import SAMPLE_STREAM_PATH, identity
 from reverb_py._codec.chunk import ChunkCache, decode_chunk, unpack_columns
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._status import error_for_status, error_from_rpc
@@ -175,7 +175,7 @@ async def sample_stream(
     call = channel.stream_stream(
         SAMPLE_STREAM_PATH,
         request_serializer=reverb_service_pb2.SampleStreamRequest.SerializeToString,
-        response_deserializer=reverb_service_pb2.SampleStreamResponse.FromString,
+        response_deserializer=identity,  # Read by SampleAssembler.add_bytes.
     )()
     assembler = SampleAssembler()
     produced = 0
@@ -189,9 +189,7 @@ async def sample_stream(
                     f"Sample stream ended after {produced} of {num_samples} samples ({code})."
                 )
             # The stubs type read() as `object` (EOF or a message); past EOF it is a message.
-            for info, columns, _ in assembler.add(
-                cast(reverb_service_pb2.SampleStreamResponse, response)
-            ):
+            for info, columns, _ in assembler.add_bytes(cast(bytes, response)):
                 produced += 1
                 yield info, columns
     except grpc.aio.AioRpcError as error:
