@@ -18,7 +18,14 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 import numpy as np
-import tensorflow as tf
+
+try:
+    import tensorflow as tf
+except ImportError as _error:
+    raise ImportError(
+        "reverb_py.TrajectoryDataset and TimestepDataset need TensorFlow: "
+        "pip install 'reverb_py[tf]'"
+    ) from _error
 
 from reverb_py import data
 from reverb_py._client import datasets

@@ -18,7 +18,10 @@ import collections
 from collections.abc import Sequence
 from typing import Any
 
-import jax
+try:
+    import jax
+except ImportError as _error:
+    raise ImportError("reverb_py.jax needs JAX: pip install 'reverb_py[jax]'") from _error
 import numpy as np
 
 from reverb_py import data

@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
+
+try:
+    import tensorflow as tf
+except ImportError as _error:
+    raise ImportError(
+        "reverb_py.tf_client needs TensorFlow: pip install 'reverb_py[tf]'"
+    ) from _error
 
 from reverb_py._codec import nest
 from reverb_py.client import Client

@@ -19,7 +19,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import torch
+
+try:
+    import torch
+except ImportError as _error:
+    raise ImportError("reverb_py.torch needs PyTorch: pip install 'reverb_py[torch]'") from _error
 from torch.utils.data import IterableDataset, get_worker_info
 
 from reverb_py import data
