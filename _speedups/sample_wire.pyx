@@ -25,7 +25,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.string cimport memcpy
 
-__all__ = ["decode_chunk_bytes", "read_info", "split_response"]
+__all__ = ["assemble_plain", "decode_chunk_bytes", "read_info", "split_response"]
 
 cdef object _decompress_into = cramjam.snappy.decompress_raw_into
 cdef object _decompressed_len = cramjam.snappy.decompress_raw_len
@@ -475,3 +475,89 @@ def read_info(bytes data):
         else:
             return None
     return (key, probability, table_size, priority, times_sampled, columns)
+
+
+cdef object _unpack_plain(list layout, dict chunks, bint copy):
+    """The columns of a sample whose every column is one in-range slice, or None."""
+    cdef list result = []
+    cdef tuple column, piece
+    cdef object tensors, tensor, data
+    cdef Py_ssize_t offset, length, index, steps
+    for column in layout:
+        slices = column[1]
+        if len(slices) != 1:
+            return None
+        piece = slices[0]
+        tensors = chunks.get(piece[0])
+        if tensors is None:
+            return None
+        offset = piece[1]
+        length = piece[2]
+        index = piece[3]
+        if index < 0 or index >= len(tensors):
+            return None
+        tensor = tensors[index]
+        shape = tensor.shape
+        if not shape:
+            return None
+        steps = shape[0]
+        if offset < 0 or length < 0 or offset + length > steps:
+            return None
+        if column[0] and length != 1:
+            return None
+        data = tensor if offset == 0 and length == steps else tensor[offset : offset + length]
+        if copy:
+            data = data.copy()
+        result.append(data[0, ...] if column[0] else data)
+    return result
+
+
+def assemble_plain(bytes data, object cache, Py_ssize_t capacity, object info_class,
+                   bint copy):
+    """The samples of a response made of whole plain samples (each entry one sample:
+    its info, its chunks, ``end_of_sequence``; every chunk plain or in ``cache``, every
+    column one slice in range), as ``[(info, columns, squeeze flags), ...]``, or None.
+
+    ``cache`` is the stream's ``OrderedDict`` of decoded chunks (least recently used
+    first, at most ``capacity``); it is updated as the general path updates it. None
+    leaves it as it was only for the chunks it did not reach: the caller's general path
+    then decodes the response again, with the same results.
+    """
+    entries = split_response(data)
+    if entries is None:
+        return None
+    cdef list done = []
+    cdef dict chunks
+    cdef tuple entry
+    for entry in entries:
+        info_bytes = entry[0]
+        if info_bytes is None or not entry[2]:
+            return None
+        fields = read_info(info_bytes)
+        if fields is None:
+            return None
+        chunks = {}
+        for key, raw in entry[1]:
+            columns = cache.get(key)
+            if columns is None:
+                columns = decode_chunk_bytes(raw)
+                if columns is None:
+                    return None
+                cache[key] = columns
+                if len(cache) > capacity:
+                    cache.popitem(last=False)
+            else:
+                cache.move_to_end(key)
+            chunks[key] = columns
+        layout = fields[5]
+        columns = _unpack_plain(layout, chunks, copy)
+        if columns is None:
+            return None
+        done.append(
+            (
+                info_class(fields[0], fields[1], fields[2], fields[3], fields[4]),
+                columns,
+                tuple([column[0] for column in layout]),
+            )
+        )
+    return done

@@ -80,6 +80,12 @@ class SampleAssembler:
           InvalidArgumentError: bytes that are not a response, or as :meth:`add`.
         """
         wire = _impl.sample_wire
+        if self._info is None:
+            # PERF(sample-wire): whole plain samples, reassembled by compiled code.
+            cache = self._cache
+            plain = wire.assemble_plain(data, cache.entries, cache.capacity, SampleInfo, self._copy)
+            if plain is not None:
+                return cast(list[Decoded], plain)
         entries = wire.split_response(data)
         if entries is None:
             try:

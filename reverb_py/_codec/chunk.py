@@ -178,6 +178,16 @@ class ChunkCache:
     def __len__(self) -> int:
         return len(self._chunks)
 
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def entries(self) -> collections.OrderedDict[int, list[Array]]:
+        """The cache itself, least recently used first (for compiled readers that
+        update it as :meth:`get` and :meth:`put` do)."""
+        return self._chunks
+
     def __contains__(self, chunk_key: object) -> bool:
         return chunk_key in self._chunks
 

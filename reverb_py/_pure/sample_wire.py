@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["decode_chunk_bytes", "read_info", "split_response"]
+__all__ = ["assemble_plain", "decode_chunk_bytes", "read_info", "split_response"]
 
 
 def split_response(data: bytes) -> list[tuple[bytes | None, list[tuple[int, bytes]], bool]] | None:
@@ -25,4 +25,11 @@ def decode_chunk_bytes(data: bytes) -> list[Any] | None:
 
 def read_info(data: bytes) -> tuple[Any, ...] | None:
     """Always None: the caller parses the ``SampleInfo`` with protobuf."""
+    return None
+
+
+def assemble_plain(
+    data: bytes, cache: Any, capacity: int, info_class: Any, copy: bool
+) -> list[Any] | None:
+    """Always None: the caller reassembles the samples itself."""
     return None

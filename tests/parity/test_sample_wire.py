@@ -191,3 +191,55 @@ def test_corrupted_infos_never_crash_and_never_differ(fast) -> None:
         checked += 1
         assert got == _info_fields(schema_pb2.SampleInfo.FromString(raw))
     assert checked > 100
+
+
+def test_streams_of_mixed_responses_reassemble_alike() -> None:
+    """Whole plain samples, samples split over entries and responses, string columns,
+    shared chunks and multi-slice columns: bytes and messages give the same samples."""
+    rng = np.random.default_rng(21)
+    for _ in range(30):
+        responses = []
+        response = reverb_service_pb2.SampleStreamResponse()
+        shared = {}
+        for sample in range(int(rng.integers(1, 12))):
+            steps = int(rng.integers(1, 4))
+            if rng.integers(4) == 0:
+                column = np.array([b"s%d" % i for i in range(steps)], dtype=object)
+            else:
+                column = random_column(rng, steps)
+            key = int(rng.integers(1, 2**63)) if rng.integers(3) else 77
+            if key == 77:
+                column = shared.setdefault(77, column)
+                steps = len(column)
+            raw = encode_chunk(key, 1, 0, steps - 1, [column])
+            info = random_info(rng)
+            info.item.flat_trajectory.Clear()
+            slices = info.item.flat_trajectory.columns.add(
+                squeeze=steps == 1 and bool(rng.integers(2))
+            )
+            if steps > 1 and rng.integers(2):
+                slices.chunk_slices.add(chunk_key=key, offset=0, length=1, index=0)
+                slices.chunk_slices.add(chunk_key=key, offset=1, length=steps - 1, index=0)
+            else:
+                slices.chunk_slices.add(chunk_key=key, offset=0, length=steps, index=0)
+            if rng.integers(3) == 0:
+                # Split: info and chunk in one entry, the end in the next response.
+                response.entries.add(info=info).data.add().MergeFromString(raw)
+                responses.append(response)
+                response = reverb_service_pb2.SampleStreamResponse()
+                response.entries.add(end_of_sequence=True)
+            else:
+                entry = response.entries.add(info=info, end_of_sequence=True)
+                entry.data.add().MergeFromString(raw)
+        responses.append(response)
+        for copy in (True, False):
+            by_bytes, by_messages = SampleAssembler(copy=copy), SampleAssembler(copy=copy)
+            for message in responses:
+                got = by_bytes.add_bytes(message.SerializeToString())
+                expected = by_messages.add(message)
+                assert len(got) == len(expected)
+                for (info_a, cols_a, sq_a), (info_b, cols_b, sq_b) in zip(got, expected):
+                    assert info_a == info_b and sq_a == sq_b
+                    for a, b in zip(cols_a, cols_b):
+                        assert a.dtype == b.dtype and a.shape == b.shape
+                        np.testing.assert_array_equal(a, b)
