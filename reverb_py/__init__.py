@@ -7,6 +7,7 @@ from reverb_py import (
     aio,
     cc,
     checkpointers,
+    data,
     errors,
     item_selectors,
     libpybind,
@@ -29,6 +30,32 @@ from reverb_py.trajectory_writer import TrajectoryColumn, TrajectoryWriter
 
 __version__ = "0.1.0"
 
+# Reverb's TensorFlow names and the module of each, imported (with TensorFlow) on first use.
+_TENSORFLOW_NAMES = {
+    "TimestepDataset": "reverb_py._tf_data",
+    "TrajectoryDataset": "reverb_py._tf_data",
+    "TFClient": "reverb_py.tf_client",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _TENSORFLOW_NAMES:
+        try:
+            import tensorflow  # noqa: F401
+        except ImportError:
+            raise ImportError(
+                f"reverb_py.{name} is made of TensorFlow ops and needs TensorFlow "
+                "(pip install 'reverb_py[tf]'). Without TensorFlow use "
+                "reverb_py.data.TrajectoryIterator / reverb_py.data.TimestepIterator "
+                "(numpy), reverb_py.torch.TrajectoryDataset / TimestepDataset (PyTorch) or "
+                "reverb_py.jax.TrajectoryIterator (JAX)."
+            ) from None
+        import importlib
+
+        return getattr(importlib.import_module(_TENSORFLOW_NAMES[name]), name)
+    raise AttributeError(f"module 'reverb_py' has no attribute {name!r}")
+
+
 __all__ = [
     "IMPLEMENTATION",
     "BoundedTensorSpec",
@@ -47,6 +74,7 @@ __all__ = [
     "aio",
     "cc",
     "checkpointers",
+    "data",
     "errors",
     "item_selectors",
     "libpybind",

@@ -9,7 +9,9 @@ The rest of the package imports from here, never from ``_pure`` or ``_speedups``
 * the ``checkpoint_records`` module: checkpoint record framing and stored items (also
   the stored items of the server's sample replies);
 * the ``mutations`` module: ``MutatePriorities``' wire format and ``Table.mutate``'s
-  update step.
+  update step;
+* the ``sample_wire`` module: SampleStream responses and plain chunks read straight from
+  their bytes (compiled only; the pure twin sends every input down the general path).
 
 The writer modules ``internal_writer`` (the engine) and ``trajectory_writer`` (the
 Python writers) have compiled twins too: their sources in ``reverb_py._writer`` compiled
@@ -41,6 +43,7 @@ __all__ = [
     "SumTree",
     "checkpoint_records",
     "mutations",
+    "sample_wire",
     "wire",
 ]
 
@@ -50,6 +53,7 @@ COMPILED_MODULES = (
     "wire",
     "checkpoint_records",
     "mutations",
+    "sample_wire",
     "indexed_heap",
     "indexed_set",
     "ordered_keys",
@@ -67,7 +71,7 @@ def _compiled_modules_built() -> bool:
 
 
 if TYPE_CHECKING or NO_EXTENSIONS or not _compiled_modules_built():
-    from reverb_py._pure import checkpoint_records, mutations, wire
+    from reverb_py._pure import checkpoint_records, mutations, sample_wire, wire
     from reverb_py._pure.indexed_heap import IndexedHeap
     from reverb_py._pure.indexed_set import IndexedSet
     from reverb_py._pure.ordered_keys import OrderedKeys
@@ -76,7 +80,7 @@ if TYPE_CHECKING or NO_EXTENSIONS or not _compiled_modules_built():
 
     IMPLEMENTATION = "python"
 else:
-    from reverb_py._speedups import checkpoint_records, mutations, wire
+    from reverb_py._speedups import checkpoint_records, mutations, sample_wire, wire
     from reverb_py._speedups.indexed_heap import IndexedHeap
     from reverb_py._speedups.indexed_set import IndexedSet
     from reverb_py._speedups.ordered_keys import OrderedKeys

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -51,12 +52,37 @@ def identity(data: bytes) -> bytes:
 
 _shared_loop: LoopThread | None = None
 _shared_loop_lock = threading.Lock()
+_forked_while_running = False
 
 
 def shared_loop_thread() -> LoopThread:
-    """The event-loop thread of every blocking client (started on first use)."""
+    """The event-loop thread of every blocking client (started on first use).
+
+    Raises:
+      RuntimeError: this process was forked while its parent's loop thread ran gRPC
+        calls, which gRPC cannot continue in a child (it would abort the process).
+    """
     global _shared_loop
     with _shared_loop_lock:
+        if _forked_while_running:
+            raise RuntimeError(
+                "This process was forked from one whose reverb_py clients were running; "
+                "gRPC cannot be used after such a fork. Create clients and datasets after "
+                "forking (e.g. in each DataLoader worker), or start the workers with the "
+                "'spawn' or 'forkserver' method (DataLoader(multiprocessing_context=...))."
+            )
         if _shared_loop is None:
             _shared_loop = LoopThread(name="reverb_py-client")
         return _shared_loop
+
+
+def _after_fork_in_child() -> None:
+    # The parent's loop thread does not exist in the child: never hand it out.
+    global _shared_loop, _shared_loop_lock, _forked_while_running
+    _forked_while_running = _forked_while_running or _shared_loop is not None
+    _shared_loop = None
+    _shared_loop_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

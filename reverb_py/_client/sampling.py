@@ -13,26 +13,151 @@ from typing import Any, cast
 
 import grpc
 import numpy as np
+from google.protobuf.message import DecodeError
 
-from reverb_py import errors
-from reverb_py._client.channel import SAMPLE_STREAM_PATH
-from reverb_py._codec.chunk import ChunkCache, unpack_trajectory
+from reverb_py import _impl, errors
+from reverb_py._client.channel import SAMPLE_STREAM_PATH, identity
+from reverb_py._codec.chunk import ChunkCache, decode_chunk, unpack_columns
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._status import error_for_status, error_from_rpc
 from reverb_py.replay_sample import ReplaySample, SampleInfo
 
-__all__ = ["sample_stream", "to_replay_samples"]
+__all__ = ["Decoded", "SampleAssembler", "sample_stream", "to_replay_samples"]
 
 
-def _info(message: schema_pb2.SampleInfo) -> SampleInfo:
+Decoded = tuple[SampleInfo, list[np.ndarray], tuple[bool, ...]]
+"""A reassembled sample: its info, its columns and which of them are squeezed."""
+
+
+class SampleAssembler:
+    """Reassembles the samples of one stream from its responses.
+
+    A sample's first entry carries its info, its last has ``end_of_sequence``; chunks
+    are decoded once per stream (kept in a :class:`ChunkCache`: overlapping sequence
+    items share chunks). Plain responses are read straight from their bytes
+    (``_impl.sample_wire``, compiled); anything else through protobuf's messages.
+
+    Args:
+      copy: columns share no memory with the cached chunks (else a column taken from
+        one chunk is a view of it: read it, never modify it).
+    """
+
+    def __init__(self, *, copy: bool = True) -> None:
+        self._cache = ChunkCache()
+        self._copy = copy
+        self._info: tuple[Any, ...] | None = None
+        self._chunks: dict[int, list[np.ndarray]] = {}
+
+    def add(self, response: reverb_service_pb2.SampleStreamResponse) -> list[Decoded]:
+        """The samples ``response`` completes.
+
+        Raises:
+          InternalError: an entry ends a sample that never began.
+          InvalidArgumentError: a chunk or the item's slices are malformed.
+        """
+        done: list[Decoded] = []
+        cache = self._cache
+        for entry in response.entries:
+            if entry.HasField("info"):
+                self._info = _info_fields(entry.info)
+                self._chunks = {}
+            chunks = self._chunks
+            for chunk in entry.data:
+                key = chunk.chunk_key
+                columns = cache.get(key)
+                if columns is None:
+                    columns = decode_chunk(chunk)
+                    cache.put(key, columns)
+                chunks[key] = columns
+            if entry.end_of_sequence:
+                done.append(self._finish())
+        return done
+
+    def add_bytes(self, data: bytes) -> list[Decoded]:
+        """:meth:`add` of a serialised response.
+
+        Raises:
+          InvalidArgumentError: bytes that are not a response, or as :meth:`add`.
+        """
+        wire = _impl.sample_wire
+        if self._info is None:
+            # PERF(sample-wire): whole plain samples, reassembled by compiled code.
+            cache = self._cache
+            plain = wire.assemble_plain(data, cache.entries, cache.capacity, SampleInfo, self._copy)
+            if plain is not None:
+                return cast(list[Decoded], plain)
+        entries = wire.split_response(data)
+        if entries is None:
+            try:
+                response = reverb_service_pb2.SampleStreamResponse.FromString(data)
+            except DecodeError:
+                raise errors.InvalidArgumentError(
+                    "Malformed SampleStreamResponse: its bytes do not parse."
+                ) from None
+            return self.add(response)
+        done: list[Decoded] = []
+        cache = self._cache
+        fast = wire.decode_chunk_bytes
+        for info_bytes, entry_chunks, end_of_sequence in entries:
+            if info_bytes is not None:
+                fields = wire.read_info(info_bytes)
+                if fields is None:
+                    fields = _info_fields(_parse(schema_pb2.SampleInfo, info_bytes))
+                self._info = fields
+                self._chunks = {}
+            chunks = self._chunks
+            for key, raw in entry_chunks:
+                columns = cache.get(key)
+                if columns is None:
+                    columns = fast(raw)
+                    if columns is None:
+                        columns = decode_chunk(_parse(schema_pb2.ChunkData, raw))
+                    cache.put(key, columns)
+                chunks[key] = columns
+            if end_of_sequence:
+                done.append(self._finish())
+        return done
+
+    def _finish(self) -> Decoded:
+        fields = self._info
+        if fields is None:
+            raise errors.InternalError("Sample entry without info.")
+        self._info = None
+        key, probability, table_size, priority, times_sampled, layout = fields
+        columns = unpack_columns(layout, self._chunks, copy=self._copy)
+        info = SampleInfo(key, probability, table_size, priority, times_sampled)
+        return info, columns, tuple([squeeze for squeeze, _ in layout])
+
+
+def _info_fields(message: schema_pb2.SampleInfo) -> tuple[Any, ...]:
+    """What :func:`reverb_py._impl.sample_wire.read_info` reads, from the message."""
     item = message.item
-    return SampleInfo(
-        key=int(item.key),
-        probability=float(message.probability),
-        table_size=int(message.table_size),
-        priority=float(item.priority),
-        times_sampled=int(item.times_sampled),
+    layout = [
+        (
+            column.squeeze,
+            [
+                (piece.chunk_key, piece.offset, piece.length, piece.index)
+                for piece in column.chunk_slices
+            ],
+        )
+        for column in item.flat_trajectory.columns
+    ]
+    return (
+        int(item.key),
+        float(message.probability),
+        int(message.table_size),
+        float(item.priority),
+        int(item.times_sampled),
+        layout,
     )
+
+
+def _parse(message_class: Any, data: bytes) -> Any:
+    try:
+        return message_class.FromString(data)
+    except DecodeError:
+        name = message_class.DESCRIPTOR.name
+        raise errors.InvalidArgumentError(f"Malformed {name} in a sample response.") from None
 
 
 async def sample_stream(
@@ -56,12 +181,10 @@ async def sample_stream(
     call = channel.stream_stream(
         SAMPLE_STREAM_PATH,
         request_serializer=reverb_service_pb2.SampleStreamRequest.SerializeToString,
-        response_deserializer=reverb_service_pb2.SampleStreamResponse.FromString,
+        response_deserializer=identity,  # Read by SampleAssembler.add_bytes.
     )()
-    cache = ChunkCache()
+    assembler = SampleAssembler()
     produced = 0
-    info: schema_pb2.SampleInfo | None = None
-    chunks: dict[int, list[np.ndarray]] = {}
     try:
         await call.write(request)
         while produced < num_samples:
@@ -72,19 +195,9 @@ async def sample_stream(
                     f"Sample stream ended after {produced} of {num_samples} samples ({code})."
                 )
             # The stubs type read() as `object` (EOF or a message); past EOF it is a message.
-            for entry in cast(reverb_service_pb2.SampleStreamResponse, response).entries:
-                if entry.HasField("info"):
-                    info = entry.info
-                    chunks = {}
-                for chunk in entry.data:
-                    chunks[chunk.chunk_key] = cache.decode(chunk)
-                if entry.end_of_sequence:
-                    if info is None:
-                        raise errors.InternalError("Sample entry without info.")
-                    columns = unpack_trajectory(info.item.flat_trajectory, chunks)
-                    produced += 1
-                    yield _info(info), columns
-                    info = None
+            for info, columns, _ in assembler.add_bytes(cast(bytes, response)):
+                produced += 1
+                yield info, columns
     except grpc.aio.AioRpcError as error:
         raise error_from_rpc(error) from None
     except asyncio.InvalidStateError:

@@ -28,6 +28,7 @@ __all__ = [
     "checked_columns",
     "decode_chunk",
     "encode_chunk",
+    "unpack_columns",
     "unpack_trajectory",
 ]
 
@@ -177,6 +178,16 @@ class ChunkCache:
     def __len__(self) -> int:
         return len(self._chunks)
 
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def entries(self) -> collections.OrderedDict[int, list[Array]]:
+        """The cache itself, least recently used first (for compiled readers that
+        update it as :meth:`get` and :meth:`put` do)."""
+        return self._chunks
+
     def __contains__(self, chunk_key: object) -> bool:
         return chunk_key in self._chunks
 
@@ -196,6 +207,19 @@ class ChunkCache:
         if len(self._chunks) > self._capacity:
             self._chunks.popitem(last=False)
         return columns
+
+    def get(self, chunk_key: int) -> list[Array] | None:
+        """The cached columns of a chunk (marked as used), or None."""
+        columns = self._chunks.get(chunk_key)
+        if columns is not None:
+            self._chunks.move_to_end(chunk_key)
+        return columns
+
+    def put(self, chunk_key: int, columns: list[Array]) -> None:
+        """Caches a chunk's decoded columns (dropping the least recently used)."""
+        self._chunks[chunk_key] = columns
+        if len(self._chunks) > self._capacity:
+            self._chunks.popitem(last=False)
 
     def clear(self) -> None:
         """Drops every cached chunk."""
@@ -227,57 +251,122 @@ def unpack_trajectory(
       InvalidArgumentError: a missing chunk, a tensor index or slice out of range,
         slices that do not concatenate, or a squeezed column whose length is not 1.
     """
+    columns = [
+        (
+            column.squeeze,
+            [
+                (piece.chunk_key, piece.offset, piece.length, piece.index)
+                for piece in column.chunk_slices
+            ],
+        )
+        for column in trajectory.columns
+    ]
+    return unpack_columns(columns, chunks, copy=copy)
+
+
+Slice = tuple[int, int, int, int]
+"""A chunk slice: ``(chunk_key, offset, length, index)``."""
+
+
+def unpack_columns(
+    columns: Sequence[tuple[bool, Sequence[Slice]]],
+    chunks: Mapping[int, Sequence[Array]],
+    *,
+    copy: bool = True,
+) -> list[Array]:
+    """:func:`unpack_trajectory` of an item's columns given as ``(squeeze, slices)``.
+
+    Raises:
+      InvalidArgumentError: as :func:`unpack_trajectory`.
+    """
     result: list[Array] = []
-    for column_index, column in enumerate(trajectory.columns):
-        pieces: list[Array] = []
-        for chunk_slice in column.chunk_slices:
-            key = chunk_slice.chunk_key
+    append = result.append
+    column_index = 0
+    for squeeze, slices in columns:
+        # PERF(unpack): one slice in range, the common case, without the general path.
+        if len(slices) == 1:
+            key, offset, length, index = slices[0]
             tensors = chunks.get(key)
-            if tensors is None:
-                raise InvalidArgumentError(
-                    f"Column {column_index} references chunk {key}, which the sample lacks."
-                )
-            index = chunk_slice.index
-            if not 0 <= index < len(tensors):
-                raise InvalidArgumentError(
-                    f"Column {column_index} references tensor {index} of chunk {key}, "
-                    f"which has {len(tensors)} tensors."
-                )
-            tensor = tensors[index]
-            if tensor.ndim == 0:
-                raise InvalidArgumentError(
-                    f"Tensor {index} of chunk {key} has no time axis (column {column_index})."
-                )
-            offset, length = chunk_slice.offset, chunk_slice.length
-            steps = tensor.shape[0]
-            if offset < 0 or length < 0 or offset + length > steps:
-                raise InvalidArgumentError(
-                    f"Column {column_index} slices [{offset}, {offset + length}) of tensor "
-                    f"{index} of chunk {key}, which has {steps} steps."
-                )
-            pieces.append(tensor[offset : offset + length])
-        if not pieces:
-            raise InvalidArgumentError(f"Column {column_index} has no chunk slices.")
-        if len(pieces) == 1:
-            data = pieces[0].copy() if copy else pieces[0]
-        else:
-            dtypes = {piece.dtype for piece in pieces}
-            if len(dtypes) > 1:
-                raise InvalidArgumentError(
-                    f"The slices of column {column_index} have different dtypes: "
-                    f"{sorted(str(dtype) for dtype in dtypes)}."
-                )
-            try:
-                data = np.concatenate(pieces, axis=0)
-            except ValueError as error:
-                raise InvalidArgumentError(
-                    f"The slices of column {column_index} do not concatenate: {error}"
-                ) from None
-        if column.squeeze:
-            if data.shape[0] != 1:
-                raise InvalidArgumentError(
-                    f"Column {column_index} is squeezed but has {data.shape[0]} steps."
-                )
-            data = data[0, ...]
-        result.append(data)
+            if tensors is not None and 0 <= index < len(tensors):
+                tensor = tensors[index]
+                shape = tensor.shape
+                if (
+                    shape
+                    and offset >= 0
+                    and length >= 0
+                    and offset + length <= shape[0]
+                    and (not squeeze or length == 1)
+                ):
+                    data = (
+                        tensor
+                        if offset == 0 and length == shape[0]
+                        else tensor[offset : offset + length]
+                    )
+                    if copy:
+                        data = data.copy()
+                    append(data[0, ...] if squeeze else data)
+                    column_index += 1
+                    continue
+        append(_column(column_index, squeeze, slices, chunks, copy))
+        column_index += 1
     return result
+
+
+def _column(
+    column_index: int,
+    squeeze: bool,
+    slices: Sequence[Slice],
+    chunks: Mapping[int, Sequence[Array]],
+    copy: bool,
+) -> Array:
+    """One column of :func:`unpack_columns`, every case and every check."""
+    pieces: list[Array] = []
+    for key, offset, length, index in slices:
+        tensors = chunks.get(key)
+        if tensors is None:
+            raise InvalidArgumentError(
+                f"Column {column_index} references chunk {key}, which the sample lacks."
+            )
+        if not 0 <= index < len(tensors):
+            raise InvalidArgumentError(
+                f"Column {column_index} references tensor {index} of chunk {key}, "
+                f"which has {len(tensors)} tensors."
+            )
+        tensor = tensors[index]
+        if tensor.ndim == 0:
+            raise InvalidArgumentError(
+                f"Tensor {index} of chunk {key} has no time axis (column {column_index})."
+            )
+        steps = tensor.shape[0]
+        if offset < 0 or length < 0 or offset + length > steps:
+            raise InvalidArgumentError(
+                f"Column {column_index} slices [{offset}, {offset + length}) of tensor "
+                f"{index} of chunk {key}, which has {steps} steps."
+            )
+        pieces.append(
+            tensor if offset == 0 and length == steps else tensor[offset : offset + length]
+        )
+    if not pieces:
+        raise InvalidArgumentError(f"Column {column_index} has no chunk slices.")
+    if len(pieces) == 1:
+        data = pieces[0].copy() if copy else pieces[0]
+    else:
+        dtypes = {piece.dtype for piece in pieces}
+        if len(dtypes) > 1:
+            raise InvalidArgumentError(
+                f"The slices of column {column_index} have different dtypes: "
+                f"{sorted(str(dtype) for dtype in dtypes)}."
+            )
+        try:
+            data = np.concatenate(pieces, axis=0)
+        except ValueError as error:
+            raise InvalidArgumentError(
+                f"The slices of column {column_index} do not concatenate: {error}"
+            ) from None
+    if squeeze:
+        if data.shape[0] != 1:
+            raise InvalidArgumentError(
+                f"Column {column_index} is squeezed but has {data.shape[0]} steps."
+            )
+        data = data[0, ...]
+    return data

@@ -153,6 +153,8 @@ BLOCK_OUTPUT = {
     ],
     # The asyncio client: 32 samples of observations written by 4 actors.
     "reverb.aio.Client(": [r"\A(\d+ \[.*\]\n){32}\Z"],
+    # Learner input: three batches of 32 stacked samples.
+    "data.TrajectoryIterator.from_table_signature(": [r"\A(\(32,\) \(32, 2, 3\)\n){3}\Z"],
 }
 SCRIPT_OUTPUT = {
     "actor_async.py": [

@@ -15,7 +15,7 @@ from reverb_py import _impl
 
 STRUCTURES = ("SumTree", "IndexedHeap", "OrderedKeys", "IndexedSet", "RateLimiterState")
 ROOT = pathlib.Path(__file__).parents[2]
-MODULES = ("wire", "checkpoint_records", "mutations")
+MODULES = ("wire", "checkpoint_records", "mutations", "sample_wire")
 
 
 def _live_trajectory_writer_module() -> str:

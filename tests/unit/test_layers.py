@@ -62,6 +62,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("asyncio client", (r"reverb_py\.aio",)),
     ("blocking client", (r"reverb_py\.client",)),
     ("server", (r"reverb_py\.server(\..*)?", r"reverb_py\.server_executable(\..*)?")),
+    ("datasets", (r"reverb_py\.data",)),
+    (
+        "framework adapters",
+        (r"reverb_py\.(torch|jax|_tf_data|tf_client|trajectory_dataset|timestep_dataset)",),
+    ),
     ("Reverb's native names", (r"reverb_py\.(lib)?pybind",)),
     ("package", (r"reverb_py",)),
 ]

@@ -1,0 +1,89 @@
+"""reverb_py.jax: batches prefetched onto (CPU) devices, optionally sharded."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from tests.frameworks._tables import SEQUENCE, filled_server
+
+jax = pytest.importorskip("jax")
+reverb_jax = pytest.importorskip("reverb_py.jax")
+
+
+@pytest.fixture(scope="module")
+def address() -> Iterator[str]:
+    server = filled_server()
+    try:
+        yield f"localhost:{server.port}"
+    finally:
+        server.stop()
+
+
+def test_batches_arrive_on_the_device(address: str) -> None:
+    with reverb_jax.TrajectoryIterator.from_table_signature(
+        address, "seq", 16, max_samples=20, batch_size=8, prefetch=3
+    ) as it:
+        batches = list(it)
+    assert [len(batch.info.key) for batch in batches] == [8, 8, 4]
+    batch = batches[0]
+    assert isinstance(batch.data["obs"], jax.Array)
+    assert batch.data["obs"].shape == (8, SEQUENCE, 2)
+    assert batch.data["obs"].devices() == {jax.local_devices()[0]}
+    # Info stays on the host with its 64-bit keys.
+    assert isinstance(batch.info.key, np.ndarray) and batch.info.key.dtype == np.uint64
+    steps = np.asarray(batch.data["step"])
+    np.testing.assert_array_equal(steps, steps[:, :1] + np.arange(SEQUENCE))
+    np.testing.assert_array_equal(np.asarray(batch.data["obs"])[..., 0], steps)
+
+
+def test_timesteps_on_the_device(address: str) -> None:
+    it = reverb_jax.TimestepIterator.from_table_signature(
+        address, "steps", 4, max_samples=6, batch_size=3
+    )
+    batches = list(it)
+    assert [batch.data["obs"].shape for batch in batches] == [(3, 2), (3, 2)]
+
+
+def test_options_are_checked() -> None:
+    with pytest.raises(ValueError, match="prefetch"):
+        reverb_jax.TrajectoryIterator("localhost:1", "t", None, None, 4, prefetch=0)
+    with pytest.raises(ValueError, match="shard=True needs a batch_size"):
+        reverb_jax.TrajectoryIterator("localhost:1", "t", None, None, 4, shard=True)
+    with pytest.raises(ValueError, match="multiple of the number of devices"):
+        reverb_jax.TrajectoryIterator(
+            "localhost:1", "t", None, None, 4, batch_size=3, shard=True,
+            devices=[jax.local_devices()[0]] * 2,
+        )  # fmt: skip
+
+
+SHARDED = """
+import sys
+import jax, numpy as np
+import reverb_py.jax as reverb_jax
+assert len(jax.local_devices()) == 2
+it = reverb_jax.TrajectoryIterator.from_table_signature(
+    sys.argv[1], "seq", 8, max_samples=8, batch_size=4, shard=True, drop_remainder=True
+)
+for batch in it:
+    obs = batch.data["obs"]
+    assert obs.shape == (4, 3, 2)
+    assert len(obs.sharding.device_set) == 2
+    assert [shard.data.shape for shard in obs.addressable_shards] == [(2, 3, 2), (2, 3, 2)]
+print("sharded ok")
+"""
+
+
+def test_batches_sharded_over_two_devices(address: str) -> None:
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    out = subprocess.run(
+        [sys.executable, "-c", SHARDED, address],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "sharded ok" in out.stdout

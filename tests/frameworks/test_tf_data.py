@@ -1,0 +1,168 @@
+"""reverb_py.TrajectoryDataset / TimestepDataset: real tf.data datasets over the core."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import reverb_py as reverb
+from tests.frameworks._tables import SEQUENCE, filled_server
+
+tf = pytest.importorskip("tensorflow")
+
+
+@pytest.fixture(scope="module")
+def address() -> Iterator[str]:
+    server = filled_server()
+    try:
+        yield f"localhost:{server.port}"
+    finally:
+        server.stop()
+
+
+def check_sequences(obs: np.ndarray, steps: np.ndarray) -> None:
+    np.testing.assert_array_equal(steps, steps[..., :1] + np.arange(SEQUENCE))
+    np.testing.assert_array_equal(obs[..., 0], steps)
+
+
+def test_a_trajectory_dataset_is_a_tf_dataset_with_reverbs_element_spec(address: str) -> None:
+    dataset = reverb.TrajectoryDataset.from_table_signature(address, "seq", 16, max_samples=10)
+    assert isinstance(dataset, tf.data.Dataset)
+    spec = dataset.element_spec
+    assert isinstance(spec, reverb.ReplaySample)
+    assert spec.info.key == tf.TensorSpec([], tf.uint64)
+    assert spec.info.times_sampled == tf.TensorSpec([], tf.int32)
+    assert spec.data["obs"] == tf.TensorSpec([SEQUENCE, 2], tf.float32)
+    samples = list(dataset)  # eager iteration
+    assert len(samples) == 10
+    check_sequences(samples[0].data["obs"].numpy(), samples[0].data["step"].numpy())
+
+
+def test_batch_prefetch_and_numpy(address: str) -> None:
+    dataset = reverb.TrajectoryDataset(
+        address, "seq", {"obs": tf.float32, "step": tf.int64},
+        {"obs": tf.TensorShape([SEQUENCE, 2]), "step": tf.TensorShape([SEQUENCE])}, 32,
+        max_samples=70,
+    )  # fmt: skip
+    batches = list(dataset.batch(32, drop_remainder=True).prefetch(2).as_numpy_iterator())
+    assert [batch.info.key.shape for batch in batches] == [(32,), (32,)]
+    assert batches[0].info.key.dtype == np.uint64
+    for batch in batches:
+        check_sequences(batch.data["obs"], batch.data["step"])
+
+
+def test_inside_interleave_as_acme_builds_it(address: str) -> None:
+    def make(_: object) -> tf.data.Dataset:
+        return reverb.TrajectoryDataset.from_table_signature(
+            server_address=address, table="seq", max_in_flight_samples_per_worker=8, max_samples=12
+        )
+
+    dataset = tf.data.Dataset.range(2).interleave(
+        make, cycle_length=2, num_parallel_calls=2, deterministic=False
+    )
+    batches = list(dataset.batch(8, drop_remainder=True).prefetch(1).as_numpy_iterator())
+    assert len(batches) == 3
+    for batch in batches:
+        assert batch.data["obs"].shape == (8, SEQUENCE, 2)
+        check_sequences(batch.data["obs"], batch.data["step"])
+
+
+def test_lists_become_tuples(address: str) -> None:
+    dataset = reverb.TrajectoryDataset(
+        address, "seq", [tf.float32, tf.int64], [[SEQUENCE, 2], [SEQUENCE]], 4, max_samples=1
+    )
+    assert isinstance(dataset.element_spec.data, tuple)
+    (sample,) = list(dataset.as_numpy_iterator())
+    check_sequences(sample.data[0], sample.data[1])
+
+
+def test_timesteps(address: str) -> None:
+    dataset = reverb.TimestepDataset.from_table_signature(address, "steps", 16, max_samples=7)
+    assert dataset.element_spec.data["obs"] == tf.TensorSpec([2], tf.float32)
+    steps = list(dataset.as_numpy_iterator())
+    assert len(steps) == 7
+    assert steps[0].data["obs"].shape == (2,)
+
+
+def test_timesteps_of_sequences_batched(address: str) -> None:
+    dataset = reverb.TimestepDataset(
+        address, "plain", {"obs": tf.float32, "step": tf.int64}, {"obs": [2], "step": []}, 8,
+        max_samples=4,
+    )  # fmt: skip
+    (batch,) = list(dataset.batch(SEQUENCE * 4).as_numpy_iterator())
+    steps = batch.data["step"].reshape(4, SEQUENCE)
+    np.testing.assert_array_equal(steps, steps[:, :1] + np.arange(SEQUENCE))
+    keys = batch.info.key.reshape(4, SEQUENCE)
+    assert (keys == keys[:, :1]).all()
+
+
+def test_rate_limiter_timeout_ends_the_dataset(address: str) -> None:
+    dataset = reverb.TrajectoryDataset(
+        address, "empty", (tf.float32,), (tf.TensorShape(None),), 4, rate_limiter_timeout_ms=20
+    )
+    assert list(dataset) == []
+
+
+def test_mismatched_specs_are_invalid_arguments(address: str) -> None:
+    dataset = reverb.TrajectoryDataset(
+        address, "seq", {"obs": tf.float64, "step": tf.int64}, {"obs": [SEQUENCE, 2], "step": [3]},
+        4,
+    )  # fmt: skip
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Requested incompatible tensor"):
+        next(iter(dataset))
+    with pytest.raises(ValueError, match="does not have a signature"):
+        reverb.TrajectoryDataset.from_table_signature(address, "empty", 4)
+    with pytest.raises(ValueError, match="max_in_flight_samples_per_worker"):
+        reverb.TrajectoryDataset(address, "seq", (tf.float32,), ([1],), 0)
+
+
+def test_without_tensorflow_the_names_say_what_to_use() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['tensorflow'] = None\n"
+        "import reverb_py\n"
+        "try:\n"
+        "    reverb_py.TrajectoryDataset\n"
+        "except ImportError as error:\n"
+        "    print(error)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "needs TensorFlow" in out.stdout
+    assert "reverb_py.data.TrajectoryIterator" in out.stdout
+
+
+def test_tf_client_in_a_tf_function(address: str) -> None:
+    client = reverb.TFClient(address)
+    info = reverb.Client(address).server_info()["empty"]
+    assert info.current_size == 0
+
+    @tf.function
+    def insert_then_sample() -> reverb.ReplaySample:
+        client.insert(
+            [tf.constant([1.5, 2.5], tf.float32)],
+            tf.constant(["empty"]),
+            tf.constant([2.0], tf.float64),
+        )
+        return client.sample("empty", [tf.float32])
+
+    sample = insert_then_sample()
+    assert sample.info.key.dtype == tf.uint64 and sample.info.key.shape == ()
+    np.testing.assert_array_equal(sample.data[0].numpy(), [[1.5, 2.5]])
+    assert float(sample.info.priority) == 2.0
+
+    @tf.function
+    def update(keys: tf.Tensor) -> None:
+        client.update_priorities("empty", keys, tf.constant([7.0], tf.float64))
+
+    update(tf.reshape(sample.info.key, [1]))
+    again = client.sample("empty", [tf.float32])
+    assert float(again.info.priority) == 7.0
+    reverb.Client(address).reset("empty")
+    with pytest.raises(ValueError, match="tables must be a string tensor of rank 1"):
+        client.insert([tf.constant(1.0)], tf.constant("empty"), tf.constant([1.0], tf.float64))
