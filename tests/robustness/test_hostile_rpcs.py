@@ -17,7 +17,11 @@ from reverb_py._proto import schema_pb2
 from tests.robustness.conftest import TABLES, Attacker, Bystander, assert_proper
 from tests.unit.test_protos import varint as _varint
 
-pytestmark = pytest.mark.fuzz
+pytestmark = [
+    pytest.mark.fuzz,
+    # Hypothesis warns about strategies whose draws a shrunk case no longer reaches.
+    pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning"),
+]
 settings.load_profile("robustness")
 
 UNARY = {
