@@ -109,9 +109,7 @@ class _Learner(threading.Thread):
         while not self.stop.is_set():
             try:
                 batch = list(
-                    client.sample(
-                        "replay", 64, emit_timesteps=False, rate_limiter_timeout_ms=1000
-                    )
+                    client.sample("replay", 64, emit_timesteps=False, rate_limiter_timeout_ms=1000)
                 )
             except reverb_py.errors.DeadlineExceededError:
                 continue  # the rate limiter held the learner back; try again

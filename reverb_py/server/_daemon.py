@@ -4,7 +4,8 @@ With no config it serves one table ``my_table`` (Uniform sampler, Fifo remover,
 ``MinSize(1)``, ``max_size`` 1,000,000) on ``localhost:8000``. A TOML config file sets
 the address and the tables::
 
-    host = "localhost"      # "0.0.0.0" or "[::]" to accept other machines
+    host = "localhost"      # "0.0.0.0" or "[::]" to accept other machines (default:
+                            # $REVERB_PY_HOST, else localhost)
     port = 8000
     checkpoint_dir = "/var/lib/replay"   # load the newest checkpoint at start, save here
     checkpoint_interval_seconds = 600    # also save periodically (optional)
@@ -387,7 +388,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m reverb_py.server", description="reverb_py replay server"
     )
     parser.add_argument("--config", help="TOML config file (see the module docs)")
-    parser.add_argument("--host", help=f"interface to bind (default {DEFAULT_HOST})")
+    parser.add_argument(
+        "--host", help=f"interface to bind (default: $REVERB_PY_HOST, else {DEFAULT_HOST})"
+    )
     parser.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT})")
     parser.add_argument("--version", action="version", version=f"reverb_py {reverb_py.__version__}")
     args = parser.parse_args(argv)
@@ -396,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         config = load_config(args.config) if args.config else {}
-        host = args.host or _field(config, "host", "config", str, DEFAULT_HOST)
+        host = args.host or _field(config, "host", "config", str, None)
         config_port = port_from_config(config)
         port = args.port if args.port is not None else config_port
         tables = tables_from_config(config)

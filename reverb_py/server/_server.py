@@ -14,6 +14,7 @@ import grpc
 
 from reverb_py import _impl
 from reverb_py._loop_thread import LoopThread
+from reverb_py.server import _auth
 from reverb_py.server._chunks import parse_chunk
 from reverb_py.server._limits import ServerLimits
 from reverb_py.server._service import ReverbServicer
@@ -72,9 +73,13 @@ class Server:
         start, replacing the state of the tables it names. None: a
         :func:`reverb_py.checkpointers.default_checkpointer` (a fresh temporary
         directory, so nothing is loaded).
-      host: The interface to bind. Defaults to ``localhost``: unlike Reverb, which binds
-        every interface, the server is reachable only from this machine unless told
-        otherwise (``"[::]"`` or ``"0.0.0.0"`` for every interface).
+      host: The interface to bind. None: ``$REVERB_PY_HOST`` if set, else ``localhost``.
+        Unlike Reverb, which binds every interface, the server is reachable only from
+        this machine unless told otherwise (``"[::]"`` or ``"0.0.0.0"`` for every
+        interface); ``REVERB_PY_HOST`` lets a program written for Reverb
+        (``Server(tables, port)``) serve other machines unchanged. A server that other
+        machines can reach and that does not authenticate its clients logs a WARNING
+        naming the risk when it starts.
       on_checkpoint_mismatch: What to do when the loaded checkpoint's settings of a
         table (``max_size``, ``max_times_sampled``, sampler, remover, rate limiter,
         signature) differ from the table's: ``"warn"`` (the default) logs a warning
@@ -99,7 +104,7 @@ class Server:
         port: int | None = None,
         checkpointer: Any = None,
         *,
-        host: str = "localhost",
+        host: str | None = None,
         on_checkpoint_mismatch: str = "warn",
         limits: ServerLimits | None = None,
     ) -> None:
@@ -109,6 +114,7 @@ class Server:
         if not tables:
             raise ValueError("At least one table must be provided")
         port = _check_port(port)
+        host = _auth.resolve_host(host)
         if on_checkpoint_mismatch not in _MISMATCH_POLICIES:
             raise ValueError(
                 f"on_checkpoint_mismatch must be 'warn' or 'refuse', got {on_checkpoint_mismatch!r}"
@@ -135,6 +141,9 @@ class Server:
             self._loop_thread.stop()
             raise
         _serving.add(self)
+        warning = _auth.exposure_warning(host, self._port, tls=False, token=False, mtls=False)
+        if warning is not None:
+            _logger.warning("%s", warning)
 
     @staticmethod
     def _restore(tables: Sequence[Table], checkpointer: Any, on_mismatch: str) -> None:
