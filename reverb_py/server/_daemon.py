@@ -12,6 +12,11 @@ the address and the tables::
     checkpoint_on_shutdown = true        # and once more on SIGINT/SIGTERM (optional)
     keep_checkpoints = 2                 # how many complete checkpoints to keep (default 1)
     on_checkpoint_mismatch = "warn"      # or "refuse" (see below)
+    token_file = "/etc/replay/token"     # clients must send this bearer token (optional;
+                                         # default: $REVERB_PY_TOKEN / $REVERB_PY_TOKEN_FILE)
+    tls_cert_file = "/etc/replay/server.pem"   # TLS (optional): certificate chain
+    tls_key_file = "/etc/replay/server.key"    # and private key
+    tls_client_ca_file = "/etc/replay/ca.pem"  # mutual TLS (optional): CA of client certs
 
     [[tables]]
     name = "replay"
@@ -71,6 +76,7 @@ from typing import Any
 import reverb_py
 from reverb_py import _impl, rate_limiters, selectors
 from reverb_py.errors import ConfigError
+from reverb_py.server import _auth
 from reverb_py.server._limits import ServerLimits
 from reverb_py.server._server import Server
 from reverb_py.table import Table
@@ -82,6 +88,7 @@ _logger = logging.getLogger("reverb_py")
 DEFAULT_HOST = "localhost"
 DEFAULT_PORT = 8000
 MISMATCH_POLICIES = ("warn", "refuse")
+_CREDENTIAL_KEYS = ("token_file", "tls_cert_file", "tls_key_file", "tls_client_ca_file")
 
 
 def _field(
@@ -276,6 +283,7 @@ def load_config(path: str) -> dict[str, Any]:
             "keep_checkpoints",
             "on_checkpoint_mismatch",
             "limits",
+            *_CREDENTIAL_KEYS,
         ],
         "config",
     )
@@ -392,6 +400,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--host", help=f"interface to bind (default: $REVERB_PY_HOST, else {DEFAULT_HOST})"
     )
     parser.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT})")
+    for key in _CREDENTIAL_KEYS:
+        parser.add_argument(f"--{key.replace('_', '-')}", metavar="PATH", help=f"config's {key}")
     parser.add_argument("--version", action="version", version=f"reverb_py {reverb_py.__version__}")
     args = parser.parse_args(argv)
     if args.port is not None and not 0 <= args.port <= 65535:
@@ -405,6 +415,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         tables = tables_from_config(config)
         checkpoints = CheckpointSettings(config)
         limits = limits_from_config(config)
+        token, tls = _auth.daemon_credentials(
+            *(
+                getattr(args, key) or _field(config, key, "config", str, None)
+                for key in _CREDENTIAL_KEYS
+            )
+        )
     except ConfigError as error:
         print(f"reverb_py.server: bad config: {error}", file=sys.stderr)
         return 2
@@ -418,6 +434,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             checkpointer=checkpoints.checkpointer(),
             on_checkpoint_mismatch=checkpoints.on_mismatch,
             limits=limits,
+            token=token,
+            tls=tls,
         )
     except (ValueError, OSError) as error:
         print(f"reverb_py.server: {_one_line(error)}", file=sys.stderr)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from reverb_py import _impl
+from reverb_py import _impl, _secrets
 from reverb_py._loop_thread import LoopThread
 from reverb_py.server import _auth
 from reverb_py.server._chunks import parse_chunk
@@ -87,6 +87,11 @@ class Server:
         raises ``ValueError`` naming them.
       limits: What clients can make the server hold (:class:`ServerLimits`: request
         size, open streams, chunks kept by insert streams); None: the defaults.
+      token: A bearer token every call must carry (``authorization: Bearer <token>``);
+        other calls end with ``UNAUTHENTICATED``. None: ``$REVERB_PY_TOKEN``, else the
+        file ``$REVERB_PY_TOKEN_FILE`` names, else no token; ``""``: no token.
+      tls: The server's certificate and key (:class:`ServerTLS`, optionally with the
+        CA of client certificates for mutual TLS); None: plaintext, as Reverb.
 
     A server that is never stopped is stopped when the interpreter exits.
 
@@ -107,7 +112,13 @@ class Server:
         host: str | None = None,
         on_checkpoint_mismatch: str = "warn",
         limits: ServerLimits | None = None,
+        token: str | None = None,
+        tls: _auth.ServerTLS | None = None,
     ) -> None:
+        if tls is not None and not isinstance(tls, _auth.ServerTLS):
+            raise TypeError(f"tls must be a ServerTLS or None, got {type(tls).__name__}")
+        self._token = _secrets.resolve_token(token)
+        self._tls = tls
         if limits is not None and not isinstance(limits, ServerLimits):
             raise TypeError(f"limits must be a ServerLimits or None, got {limits!r}")
         self._limits = limits if limits is not None else ServerLimits()
@@ -141,7 +152,13 @@ class Server:
             self._loop_thread.stop()
             raise
         _serving.add(self)
-        warning = _auth.exposure_warning(host, self._port, tls=False, token=False, mtls=False)
+        warning = _auth.exposure_warning(
+            host,
+            self._port,
+            tls=tls is not None,
+            token=self._token is not None,
+            mtls=tls is not None and tls.mutual,
+        )
         if warning is not None:
             _logger.warning("%s", warning)
 
@@ -179,7 +196,10 @@ class Server:
         return self._checkpointer
 
     async def _start(self, host: str, port: int) -> int:
-        self._grpc_server = grpc.aio.server(options=_OPTIONS + self._limits.grpc_options())
+        interceptors = [] if self._token is None else [_auth.TokenInterceptor(self._token)]
+        self._grpc_server = grpc.aio.server(
+            options=_OPTIONS + self._limits.grpc_options(), interceptors=interceptors
+        )
         servicer = ReverbServicer(
             {table.name: table for table in self._tables},
             checkpointer=self._checkpointer,
@@ -188,7 +208,12 @@ class Server:
         self._servicer = servicer
         self._grpc_server.add_generic_rpc_handlers((servicer.handler(),))
         try:
-            bound = self._grpc_server.add_insecure_port(f"{host}:{port}")
+            if self._tls is None:
+                bound = self._grpc_server.add_insecure_port(f"{host}:{port}")
+            else:
+                bound = self._grpc_server.add_secure_port(
+                    f"{host}:{port}", self._tls.server_credentials()
+                )
         except RuntimeError:
             bound = 0
         if not bound:
@@ -257,11 +282,26 @@ class Server:
         """
         self._stopped.wait()
 
-    def localhost_client(self) -> Client:
-        """A blocking :class:`reverb_py.Client` connected to this server."""
+    def localhost_client(
+        self,
+        root_certificates: bytes | str | None = None,
+        private_key: bytes | str | None = None,
+        certificate_chain: bytes | str | None = None,
+    ) -> Client:
+        """A blocking :class:`reverb_py.Client` connected to this server, with its token.
+
+        A server with TLS needs the CA of its certificate (``root_certificates``; the
+        certificate must name ``localhost``), and with mutual TLS a client certificate.
+        """
         from reverb_py.client import Client
 
-        return Client(f"localhost:{self._port}")
+        return Client(
+            f"localhost:{self._port}",
+            token=self._token or "",
+            root_certificates=root_certificates,
+            private_key=private_key,
+            certificate_chain=certificate_chain,
+        )
 
     def __enter__(self) -> Server:
         return self
