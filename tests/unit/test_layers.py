@@ -59,6 +59,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("blocking client", (r"reverb_py\.client",)),
     ("server", (r"reverb_py\.server(\..*)?",)),
     ("package", (r"reverb_py",)),
+    ("command line", (r"reverb_py\.cli", r"reverb_py\.__main__")),
 ]
 
 
