@@ -57,6 +57,10 @@ default) logs a WARNING naming each setting with the configured and the checkpoi
 value and serves the checkpoint's; ``"refuse"`` makes the daemon exit with status 1 and a
 one-line message naming them.
 
+``--check-config`` reads and checks the config (tables, limits, checkpoint options,
+token and TLS files) without serving: exit status 0 and ``config OK`` when it is usable,
+2 and the message otherwise (the checkpoint directory is not created or probed).
+
 Exit status: 0 after SIGINT/SIGTERM, 1 when the server cannot start (port in use,
 unusable checkpoint directory, refused checkpoint) or the shutdown checkpoint failed,
 2 for a bad config. ``--version`` prints the version.
@@ -402,6 +406,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT})")
     for key in _CREDENTIAL_KEYS:
         parser.add_argument(f"--{key.replace('_', '-')}", metavar="PATH", help=f"config's {key}")
+    parser.add_argument(
+        "--check-config", action="store_true", help="check the config and exit (0 ok, 2 bad)"
+    )
     parser.add_argument("--version", action="version", version=f"reverb_py {reverb_py.__version__}")
     args = parser.parse_args(argv)
     if args.port is not None and not 0 <= args.port <= 65535:
@@ -424,6 +431,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"reverb_py.server: bad config: {error}", file=sys.stderr)
         return 2
+    if args.check_config:
+        print(f"reverb_py.server: config OK ({len(tables)} tables)")
+        return 0
     try:
         if checkpoints.directory is not None:
             check_checkpoint_dir(checkpoints.directory)

@@ -16,6 +16,7 @@ from reverb_py import _impl, _secrets
 from reverb_py._loop_thread import LoopThread
 from reverb_py.server import _auth
 from reverb_py.server._chunks import parse_chunk
+from reverb_py.server._health import Health
 from reverb_py.server._limits import ServerLimits
 from reverb_py.server._service import ReverbServicer
 from reverb_py.table import Table
@@ -94,6 +95,11 @@ class Server:
         CA of client certificates for mutual TLS); None: plaintext, as Reverb.
 
     A server that is never stopped is stopped when the interpreter exits.
+
+    Beside Reverb's service the server runs the standard gRPC health service
+    (``grpc.health.v1.Health``, for orchestrators' probes; no token needed): SERVING for
+    ``""`` and Reverb's service once the checkpoint is loaded and the server started,
+    NOT_SERVING from the start of :meth:`stop`.
 
     Raises:
       ValueError: no tables, duplicate table names, a port outside 0-65535, the port
@@ -207,6 +213,8 @@ class Server:
         )
         self._servicer = servicer
         self._grpc_server.add_generic_rpc_handlers((servicer.handler(),))
+        self._health = Health(self._grpc_server)
+        await self._health.not_serving()
         try:
             if self._tls is None:
                 bound = self._grpc_server.add_insecure_port(f"{host}:{port}")
@@ -223,6 +231,8 @@ class Server:
                 reason = f"port {port} is already in use, or {reason}"
             raise ValueError(f"Failed to bind the gRPC server to {host}:{port}: {reason}")
         await self._grpc_server.start()
+        # The checkpoint was loaded before the server started: it serves from now on.
+        await self._health.serving()
         return bound
 
     @property
@@ -270,6 +280,7 @@ class Server:
                 self._stopped.set()
 
     async def _stop(self, grace: float | None) -> None:
+        await self._health.stopping()
         for table in self._tables:
             table.close()
         await self._grpc_server.stop(grace)
