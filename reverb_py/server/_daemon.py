@@ -12,6 +12,7 @@ the address and the tables::
     checkpoint_on_shutdown = true        # and once more on SIGINT/SIGTERM (optional)
     keep_checkpoints = 2                 # how many complete checkpoints to keep (default 1)
     on_checkpoint_mismatch = "warn"      # or "refuse" (see below)
+    log_level = "info"                   # debug, info, warning or error (--log-level)
     token_file = "/etc/replay/token"     # clients must send this bearer token (optional;
                                          # default: $REVERB_PY_TOKEN / $REVERB_PY_TOKEN_FILE)
     tls_cert_file = "/etc/replay/server.pem"   # TLS (optional): certificate chain
@@ -92,6 +93,12 @@ _logger = logging.getLogger("reverb_py")
 DEFAULT_HOST = "localhost"
 DEFAULT_PORT = 8000
 MISMATCH_POLICIES = ("warn", "refuse")
+LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 _CREDENTIAL_KEYS = ("token_file", "tls_cert_file", "tls_key_file", "tls_client_ca_file")
 
 
@@ -287,6 +294,7 @@ def load_config(path: str) -> dict[str, Any]:
             "keep_checkpoints",
             "on_checkpoint_mismatch",
             "limits",
+            "log_level",
             *_CREDENTIAL_KEYS,
         ],
         "config",
@@ -306,6 +314,14 @@ def limits_from_config(config: Mapping[str, Any]) -> ServerLimits:
         return ServerLimits.from_mapping(values, "config.limits")
     except ValueError as error:
         raise ConfigError(str(error)) from None
+
+
+def log_level(flag: str | None, config: Mapping[str, Any]) -> int:
+    """The logging level: ``--log-level``, else the config's ``log_level``, else INFO."""
+    name = flag or _field(config, "log_level", "config", str, "info")
+    if name.lower() not in LOG_LEVELS:
+        raise ConfigError(f"config.log_level: one of {', '.join(LOG_LEVELS)}, got {name!r}")
+    return LOG_LEVELS[name.lower()]
 
 
 def port_from_config(config: Mapping[str, Any]) -> int:
@@ -407,15 +423,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key in _CREDENTIAL_KEYS:
         parser.add_argument(f"--{key.replace('_', '-')}", metavar="PATH", help=f"config's {key}")
     parser.add_argument(
+        "--log-level",
+        choices=list(LOG_LEVELS),
+        type=str.lower,
+        help="what the daemon logs (default info; config key log_level)",
+    )
+    parser.add_argument(
         "--check-config", action="store_true", help="check the config and exit (0 ok, 2 bad)"
     )
     parser.add_argument("--version", action="version", version=f"reverb_py {reverb_py.__version__}")
     args = parser.parse_args(argv)
     if args.port is not None and not 0 <= args.port <= 65535:
         parser.error(f"--port: must be in 0..65535, got {args.port}")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         config = load_config(args.config) if args.config else {}
+        level = log_level(args.log_level, config)
+        # DEBUG is reverb_py's own: gRPC's and asyncio's debug lines stay out.
+        logging.basicConfig(
+            level=max(level, logging.INFO), format="%(asctime)s %(levelname)s %(message)s"
+        )
+        _logger.setLevel(level)
         host = args.host or _field(config, "host", "config", str, None)
         config_port = port_from_config(config)
         port = args.port if args.port is not None else config_port
@@ -460,7 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     _logger.info("serving on %s (implementation: %s)", server.address, _impl.IMPLEMENTATION)
     for table in tables:
-        _logger.info("table %r", table)
+        _logger.info("table %r: %r", table.name, table)
     while not stop.wait(checkpoints.interval):
         _checkpoint(server, "periodic")
     saved = _checkpoint(server, "shutdown") if checkpoints.on_shutdown else True

@@ -6,6 +6,7 @@ import atexit
 import logging
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from reverb_py.server import _auth
 from reverb_py.server._chunks import parse_chunk
 from reverb_py.server._health import Health
 from reverb_py.server._limits import ServerLimits
+from reverb_py.server._logs import log_checkpoint
 from reverb_py.server._service import ReverbServicer
 from reverb_py.table import Table
 
@@ -170,6 +172,7 @@ class Server:
 
     @staticmethod
     def _restore(tables: Sequence[Table], checkpointer: Any, on_mismatch: str) -> None:
+        started = time.monotonic()
         loaded = checkpointer.load_latest(parse_chunk)
         if loaded is None:
             return
@@ -195,7 +198,13 @@ class Server:
             _logger.warning("checkpoint %s overrides the configuration: %s", path, difference)
         for snapshot in snapshots:
             by_name[snapshot.checkpoint.table_name].restore(snapshot)
-        _logger.info("loaded checkpoint %s (%d tables)", path, len(snapshots))
+        log_checkpoint(
+            "loaded from",
+            path,
+            time.monotonic() - started,
+            len(snapshots),
+            sum(len(by_name[snapshot.checkpoint.table_name]) for snapshot in snapshots),
+        )
 
     @property
     def checkpointer(self) -> Any:

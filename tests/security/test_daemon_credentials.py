@@ -47,7 +47,13 @@ def stop(process: subprocess.Popen[str]) -> str:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
     try:
-        output, _ = process.communicate(timeout=30)
+        assert process.stdout is not None
+        output = ""
+        if not process.stdout.closed:
+            # Through the same buffered file: communicate() would skip what it holds.
+            output = process.stdout.read()
+            process.stdout.close()
+        process.wait(timeout=30)
     finally:
         if process.poll() is None:
             process.kill()
