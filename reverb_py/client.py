@@ -49,8 +49,9 @@ class Client:
         :class:`reverb_py.aio.Client` (None token: ``$REVERB_PY_TOKEN`` or
         ``$REVERB_PY_TOKEN_FILE``); every writer and sampler of the client uses them.
 
-    Construction never blocks. Clients pickle by address: an unpickled client makes a
-    new connection. Safe to share between threads.
+    Construction never blocks. Clients pickle by address and the credentials given in
+    code (as given: file paths stay paths; a token left to the environment is read again
+    where the client is unpickled): an unpickled client makes a new connection. Safe to share between threads.
     """
 
     def __init__(
