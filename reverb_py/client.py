@@ -51,7 +51,8 @@ class Client:
 
     Construction never blocks. Clients pickle by address and the credentials given in
     code (as given: file paths stay paths; a token left to the environment is read again
-    where the client is unpickled): an unpickled client makes a new connection. Safe to share between threads.
+    where the client is unpickled): an unpickled client makes a new connection. Safe to
+    share between threads.
     """
 
     def __init__(

@@ -194,17 +194,20 @@ def daemon_credentials(
 ) -> tuple[str | None, ServerTLS | None]:
     """The daemon's token and TLS settings from its file options.
 
-    Returns ``(token, tls)``; the token is None when no ``token_file`` is given (the
-    server then reads ``REVERB_PY_TOKEN`` / ``REVERB_PY_TOKEN_FILE``).
+    Returns ``(token, tls)``. Without ``token_file`` the token is the environment's
+    (``REVERB_PY_TOKEN`` / ``REVERB_PY_TOKEN_FILE``), or None.
 
     Raises:
-      ConfigError: a file cannot be read, or only one of the certificate and the key is
-        given (the message names options and files, never their contents).
+      ConfigError: a file cannot be read, both token variables are set, or only one of
+        the certificate and the key is given (the message names options and files, never
+        their contents).
     """
-    token = None
+    token: str | None
     try:
         if token_file is not None:
             token = _secrets.read_token_file(token_file, "token_file")
+        else:
+            token = _secrets.resolve_token(None)
         if (tls_cert_file is None) != (tls_key_file is None):
             raise ConfigError("tls_cert_file and tls_key_file: give both, or neither")
         if tls_client_ca_file is not None and tls_cert_file is None:

@@ -133,3 +133,17 @@ def test_bad_credential_options_are_a_bad_config(files, options, message) -> Non
         stop(process)
     assert process.returncode == 2, output
     assert message in output
+
+
+def test_check_config_reads_the_token_environment(files) -> None:
+    env = {**os.environ, TOKEN_ENV: TOKEN, TOKEN_FILE_ENV: str(files["token"])}
+    result = subprocess.run(
+        [sys.executable, "-m", "reverb_py.server", "--check-config"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "not both" in result.stderr and TOKEN not in result.stderr
