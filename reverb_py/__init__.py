@@ -1,7 +1,17 @@
 """reverb_py: experience replay for reinforcement learning, without TensorFlow.
 
-``import reverb_py as reverb`` gives Reverb's public names. This module only re-exports.
+``import reverb_py as reverb`` gives Reverb's public names. This module only re-exports,
+after one setting: gRPC's C core prints INFO lines ("Got goaway ...") on every client
+when a server stops; ``GRPC_VERBOSITY`` is set to ``ERROR`` unless already set (set it
+to ``INFO`` or ``DEBUG`` to see them). It is read when gRPC's core starts, so it is set
+before anything here imports gRPC.
 """
+
+import os as _os
+
+_os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+# ruff: noqa: E402 - the imports follow the setting above.
 
 from reverb_py import (
     aio,

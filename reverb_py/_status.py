@@ -18,6 +18,7 @@ _TABLE: tuple[tuple[grpc.StatusCode, type[errors.ReverbError]], ...] = (
     (grpc.StatusCode.FAILED_PRECONDITION, errors.FailedPreconditionError),
     (grpc.StatusCode.INTERNAL, errors.InternalError),
     (grpc.StatusCode.UNIMPLEMENTED, errors.UnimplementedError),
+    (grpc.StatusCode.UNAUTHENTICATED, errors.UnauthenticatedError),
     (grpc.StatusCode.UNKNOWN, errors.UnknownError),
 )
 _ERROR_FOR_CODE = dict(_TABLE)

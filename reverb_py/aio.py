@@ -29,6 +29,7 @@ from reverb_py._client.channel import (
     channel_options,
     identity,
 )
+from reverb_py._client.credentials import ClientCredentials
 from reverb_py._client.sampling import sample_stream, to_replay_samples
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._status import error_from_rpc
@@ -47,12 +48,30 @@ class Client:
     Args:
       server_address: ``host:port``, or any gRPC target (``dns:///...``, ``ipv4:a,b``)
         to spread calls over several servers.
+      token: The server's bearer token, sent as ``authorization: Bearer <token>`` on
+        every call. None: ``$REVERB_PY_TOKEN``, else the file ``$REVERB_PY_TOKEN_FILE``
+        names, else none; ``""``: none.
+      root_certificates: The CA that signed the server's certificate (PEM bytes or a
+        file path); given, the client connects with TLS.
+      private_key, certificate_chain: The client's key and certificate (PEM bytes or
+        file paths), for a server that asks for them (mutual TLS).
 
-    Construction never blocks or connects; the connection is made on first use.
+    Construction never blocks or connects; the connection is made on first use. Every
+    writer and sampler of the client uses its credentials. Without a token and TLS the
+    wire is Reverb's.
     """
 
-    def __init__(self, server_address: str) -> None:
+    def __init__(
+        self,
+        server_address: str,
+        token: str | None = None,
+        root_certificates: bytes | str | None = None,
+        private_key: bytes | str | None = None,
+        certificate_chain: bytes | str | None = None,
+    ) -> None:
         self._server_address = server_address
+        self._credential_args = (token, root_certificates, private_key, certificate_chain)
+        self._credentials = ClientCredentials(*self._credential_args)
         self._channel: grpc.aio.Channel | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._signatures: dict[str, Any] | None = None
@@ -65,15 +84,13 @@ class Client:
         return f"reverb_py.aio.Client, server_address={self._server_address}"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self._server_address,))
+        return (type(self), (self._server_address, *self._credential_args))
 
     def channel(self) -> grpc.aio.Channel:
         """The gRPC channel of the running loop (created on first use)."""
         loop = asyncio.get_running_loop()
         if self._channel is None or self._loop is not loop:
-            self._channel = grpc.aio.insecure_channel(
-                self._server_address, options=channel_options()
-            )
+            self._channel = self._credentials.aio_channel(self._server_address, channel_options())
             self._loop = loop
         return self._channel
 

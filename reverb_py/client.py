@@ -45,15 +45,29 @@ class Client:
     Args:
       server_address: ``host:port``, or any gRPC target (``dns:///...``, ``ipv4:a,b``)
         to spread calls over several servers (round robin).
+      token, root_certificates, private_key, certificate_chain: The credentials, as for
+        :class:`reverb_py.aio.Client` (None token: ``$REVERB_PY_TOKEN`` or
+        ``$REVERB_PY_TOKEN_FILE``); every writer and sampler of the client uses them.
 
-    Construction never blocks. Clients pickle by address: an unpickled client makes a
-    new connection. Safe to share between threads.
+    Construction never blocks. Clients pickle by address and the credentials given in
+    code (as given: file paths stay paths; a token left to the environment is read again
+    where the client is unpickled): an unpickled client makes a new connection. Safe to
+    share between threads.
     """
 
-    def __init__(self, server_address: str) -> None:
+    def __init__(
+        self,
+        server_address: str,
+        token: str | None = None,
+        root_certificates: bytes | str | None = None,
+        private_key: bytes | str | None = None,
+        certificate_chain: bytes | str | None = None,
+    ) -> None:
         self._server_address = server_address
         self._loop_thread = shared_loop_thread()
-        self._client = aio.Client(server_address)
+        self._client = aio.Client(
+            server_address, token, root_certificates, private_key, certificate_chain
+        )
         self._mutate_channel: grpc.Channel | None = None
         self._mutate: Any = None  # the MutatePriorities call on _mutate_channel
         self._mutate_lock = threading.Lock()
@@ -66,7 +80,7 @@ class Client:
         return f"Client, server_address={self._server_address}"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self._server_address,))
+        return (type(self), (self._server_address, *self._client._credential_args))
 
     def _run(self, coro: Any) -> Any:
         return self._loop_thread.run(coro)
@@ -108,7 +122,9 @@ class Client:
         if call is None:
             with self._mutate_lock:
                 if self._mutate is None:
-                    channel = grpc.insecure_channel(self._server_address, options=channel_options())
+                    channel = self._client._credentials.channel(
+                        self._server_address, channel_options()
+                    )
                     self._mutate_channel = channel
                     self._mutate = channel.unary_unary(MUTATE_PRIORITIES_PATH)
                 call = self._mutate

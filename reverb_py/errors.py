@@ -17,6 +17,7 @@ class                             also a                                    gRPC
 :class:`UsageError`               ``RuntimeError``                          (client side only)
 :class:`InternalError`            ``RuntimeError``                          INTERNAL
 :class:`UnimplementedError`       ``NotImplementedError``                   UNIMPLEMENTED
+:class:`UnauthenticatedError`     ``PermissionError``                       UNAUTHENTICATED
 :class:`UnknownError`             ``RuntimeError``                          any other code
 :class:`CorruptRecordError`       ``ValueError``                            (checkpoint files)
 ================================  =======================================  ===================
@@ -41,6 +42,7 @@ __all__ = [
     "UsageError",
     "InternalError",
     "UnimplementedError",
+    "UnauthenticatedError",
     "UnknownError",
     "CorruptRecordError",
     "ConfigError",
@@ -92,6 +94,10 @@ class InternalError(ReverbError, RuntimeError):
 
 class UnimplementedError(ReverbError, NotImplementedError):
     """The other side does not implement the operation."""
+
+
+class UnauthenticatedError(ReverbError, PermissionError):
+    """The server refused the call's credentials (no token, or another one)."""
 
 
 class UnknownError(ReverbError, RuntimeError):

@@ -21,6 +21,7 @@ __all__ = [
     "MUTATE_PRIORITIES_PATH",
     "PATH_PREFIX",
     "SAMPLE_STREAM_PATH",
+    "SERVER_INFO_PATH",
     "channel_options",
     "identity",
     "shared_loop_thread",
@@ -32,6 +33,7 @@ PATH_PREFIX = f"/{SERVICE}/"
 INSERT_STREAM_PATH = PATH_PREFIX + "InsertStream"
 SAMPLE_STREAM_PATH = PATH_PREFIX + "SampleStream"
 MUTATE_PRIORITIES_PATH = PATH_PREFIX + "MutatePriorities"
+SERVER_INFO_PATH = PATH_PREFIX + "ServerInfo"
 
 
 def channel_options() -> list[tuple[str, Any]]:

@@ -23,6 +23,7 @@ import grpc
 
 from reverb_py import errors
 from reverb_py._client.channel import INSERT_STREAM_PATH, identity
+from reverb_py._client.credentials import explain_internal_error
 from reverb_py._proto import reverb_service_pb2
 from reverb_py._status import error_for_status, error_from_rpc
 
@@ -265,7 +266,7 @@ class InsertTransport:
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, _MAX_BACKOFF)
                     continue
-                self._fail(error_from_rpc(error))
+                self._fail(await self._explained(error_from_rpc(error)))
                 return
             except _StreamEnded as ended:
                 if ended.code in _RETRYABLE and not self._closed:
@@ -275,7 +276,7 @@ class InsertTransport:
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, _MAX_BACKOFF)
                     continue
-                self._fail(error_for_status(ended.code, ended.details))
+                self._fail(await self._explained(error_for_status(ended.code, ended.details)))
                 return
             except errors.ReverbError as error:
                 self._fail(error)
@@ -285,6 +286,9 @@ class InsertTransport:
             except Exception as error:  # noqa: BLE001 - a writer must never hang.
                 self._fail(errors.InternalError(f"insert stream failed: {error!r}"))
                 return
+
+    async def _explained(self, error: errors.ReverbError) -> errors.ReverbError:
+        return await explain_internal_error(self._channel_getter(), error)
 
     def _fail(self, error: errors.ReverbError) -> None:
         self._error = error

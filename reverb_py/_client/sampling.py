@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError
 
 from reverb_py import _impl, errors
 from reverb_py._client.channel import SAMPLE_STREAM_PATH, identity
+from reverb_py._client.credentials import explain_internal_error
 from reverb_py._codec.chunk import ChunkCache, decode_chunk, unpack_columns
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._status import error_for_status, error_from_rpc
@@ -199,7 +200,10 @@ async def sample_stream(
                 produced += 1
                 yield info, columns
     except grpc.aio.AioRpcError as error:
-        raise error_from_rpc(error) from None
+        failure = error_from_rpc(error)
+        if produced == 0:
+            failure = await explain_internal_error(channel, failure)
+        raise failure from None
     except asyncio.InvalidStateError:
         # The call already ended (e.g. the server went away): report its status.
         raise error_for_status(await call.code(), await call.details() or "") from None

@@ -5,8 +5,9 @@ itself is :mod:`reverb_py.server._daemon`). ``Table`` is re-exported as Reverb's
 ``reverb.server.Table``.
 """
 
+from reverb_py.server._auth import ServerTLS
 from reverb_py.server._limits import ServerLimits
 from reverb_py.server._server import Server
 from reverb_py.table import Table, TableExtensionBase
 
-__all__ = ["Server", "ServerLimits", "Table", "TableExtensionBase"]
+__all__ = ["Server", "ServerLimits", "ServerTLS", "Table", "TableExtensionBase"]

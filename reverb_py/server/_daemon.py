@@ -4,13 +4,20 @@ With no config it serves one table ``my_table`` (Uniform sampler, Fifo remover,
 ``MinSize(1)``, ``max_size`` 1,000,000) on ``localhost:8000``. A TOML config file sets
 the address and the tables::
 
-    host = "localhost"      # "0.0.0.0" or "[::]" to accept other machines
+    host = "localhost"      # "0.0.0.0" or "[::]" to accept other machines (default:
+                            # $REVERB_PY_HOST, else localhost)
     port = 8000
     checkpoint_dir = "/var/lib/replay"   # load the newest checkpoint at start, save here
     checkpoint_interval_seconds = 600    # also save periodically (optional)
     checkpoint_on_shutdown = true        # and once more on SIGINT/SIGTERM (optional)
     keep_checkpoints = 2                 # how many complete checkpoints to keep (default 1)
     on_checkpoint_mismatch = "warn"      # or "refuse" (see below)
+    log_level = "info"                   # debug, info, warning or error (--log-level)
+    token_file = "/etc/replay/token"     # clients must send this bearer token (optional;
+                                         # default: $REVERB_PY_TOKEN / $REVERB_PY_TOKEN_FILE)
+    tls_cert_file = "/etc/replay/server.pem"   # TLS (optional): certificate chain
+    tls_key_file = "/etc/replay/server.key"    # and private key
+    tls_client_ca_file = "/etc/replay/ca.pem"  # mutual TLS (optional): CA of client certs
 
     [[tables]]
     name = "replay"
@@ -67,6 +74,10 @@ textproto: a file whose name does not end in ``.toml``, or the text itself as
 the host and checkpoint options come from ``--host`` and ``--checkpoint_dir``. An error
 in it names the field and its line.
 
+``--check-config`` reads and checks the config (tables, limits, checkpoint options,
+token and TLS files) without serving: exit status 0 and ``config OK`` when it is usable,
+2 and the message otherwise (the checkpoint directory is not created or probed).
+
 Exit status: 0 after SIGINT/SIGTERM, 1 when the server cannot start (port in use,
 unusable checkpoint directory, refused checkpoint) or the shutdown checkpoint failed,
 2 for a bad config. ``--version`` prints the version.
@@ -86,6 +97,7 @@ from typing import Any
 import reverb_py
 from reverb_py import _impl, rate_limiters, selectors
 from reverb_py.errors import ConfigError
+from reverb_py.server import _auth
 from reverb_py.server._limits import ServerLimits
 from reverb_py.server._server import Server
 from reverb_py.server_executable import server_from_proto
@@ -99,6 +111,13 @@ _logger = logging.getLogger("reverb_py")
 DEFAULT_HOST = "localhost"
 DEFAULT_PORT = 8000
 MISMATCH_POLICIES = ("warn", "refuse")
+LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+_CREDENTIAL_KEYS = ("token_file", "tls_cert_file", "tls_key_file", "tls_client_ca_file")
 
 
 def _field(
@@ -329,6 +348,8 @@ def load_config(path: str) -> dict[str, Any]:
             "keep_checkpoints",
             "on_checkpoint_mismatch",
             "limits",
+            "log_level",
+            *_CREDENTIAL_KEYS,
         ],
         "config",
     )
@@ -374,6 +395,14 @@ def limits_from_config(config: Mapping[str, Any]) -> ServerLimits:
         return ServerLimits.from_mapping(values, "config.limits")
     except ValueError as error:
         raise ConfigError(str(error)) from None
+
+
+def log_level(flag: str | None, config: Mapping[str, Any]) -> int:
+    """The logging level: ``--log-level``, else the config's ``log_level``, else INFO."""
+    name = flag or _field(config, "log_level", "config", str, "info")
+    if name.lower() not in LOG_LEVELS:
+        raise ConfigError(f"config.log_level: one of {', '.join(LOG_LEVELS)}, got {name!r}")
+    return LOG_LEVELS[name.lower()]
 
 
 def port_from_config(config: Mapping[str, Any]) -> int:
@@ -481,14 +510,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="TOML config file (.toml), ReverbServerConfig textproto file, or the textproto "
         "itself (see the module docs)",
     )
-    parser.add_argument("--host", help=f"interface to bind (default {DEFAULT_HOST})")
+    parser.add_argument(
+        "--host", help=f"interface to bind (default: $REVERB_PY_HOST, else {DEFAULT_HOST})"
+    )
     parser.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT})")
     parser.add_argument("--checkpoint_dir", help="checkpoint directory (overrides the config's)")
+    for key in _CREDENTIAL_KEYS:
+        parser.add_argument(f"--{key.replace('_', '-')}", metavar="PATH", help=f"config's {key}")
+    parser.add_argument(
+        "--log-level",
+        choices=list(LOG_LEVELS),
+        type=str.lower,
+        help="what the daemon logs (default info; config key log_level)",
+    )
+    parser.add_argument(
+        "--check-config", action="store_true", help="check the config and exit (0 ok, 2 bad)"
+    )
     parser.add_argument("--version", action="version", version=f"reverb_py {reverb_py.__version__}")
     args = parser.parse_args(argv)
     if args.port is not None and not 0 <= args.port <= 65535:
         parser.error(f"--port: must be in 0..65535, got {args.port}")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         if args.config:
             config, tables, config_port = read_config(args.config)
@@ -496,13 +537,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             config, tables, config_port = {}, default_tables(), DEFAULT_PORT
         if args.checkpoint_dir is not None:
             config = {**config, "checkpoint_dir": args.checkpoint_dir}
-        host = args.host or _field(config, "host", "config", str, DEFAULT_HOST)
+        level = log_level(args.log_level, config)
+        # DEBUG is reverb_py's own: gRPC's and asyncio's debug lines stay out.
+        logging.basicConfig(
+            level=max(level, logging.INFO), format="%(asctime)s %(levelname)s %(message)s"
+        )
+        _logger.setLevel(level)
+        host = args.host or _field(config, "host", "config", str, None)
         port = args.port if args.port is not None else config_port
         checkpoints = CheckpointSettings(config)
         limits = limits_from_config(config)
+        token, tls = _auth.daemon_credentials(
+            *(
+                getattr(args, key) or _field(config, key, "config", str, None)
+                for key in _CREDENTIAL_KEYS
+            )
+        )
     except ConfigError as error:
         print(f"reverb_py.server: bad config: {error}", file=sys.stderr)
         return 2
+    if args.check_config:
+        print(f"reverb_py.server: config OK ({len(tables)} tables)")
+        return 0
     try:
         if checkpoints.directory is not None:
             check_checkpoint_dir(checkpoints.directory)
@@ -513,6 +569,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             checkpointer=checkpoints.checkpointer(),
             on_checkpoint_mismatch=checkpoints.on_mismatch,
             limits=limits,
+            token=token,
+            tls=tls,
         )
     except (ValueError, OSError) as error:
         print(f"reverb_py.server: {_one_line(error)}", file=sys.stderr)
@@ -535,7 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _logger.info("serving on %s (implementation: %s)", server.address, _impl.IMPLEMENTATION)
         for table in tables:
-            _logger.info("table %r", table)
+            _logger.info("table %r: %r", table.name, table)
         while not received:
             ready, _, _ = select.select([wakeup_read], [], [], checkpoints.interval)
             if ready:

@@ -7,16 +7,20 @@ import atexit
 import logging
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from reverb_py import _impl
+from reverb_py import _impl, _secrets
 from reverb_py._loop_thread import LoopThread
+from reverb_py.server import _auth
 from reverb_py.server._chunks import parse_chunk
+from reverb_py.server._health import Health
 from reverb_py.server._limits import ServerLimits
+from reverb_py.server._logs import log_checkpoint
 from reverb_py.server._service import ReverbServicer
 from reverb_py.table import Table
 
@@ -75,9 +79,13 @@ class Server:
         start, replacing the state of the tables it names. None: a
         :func:`reverb_py.checkpointers.default_checkpointer` (a fresh temporary
         directory, so nothing is loaded).
-      host: The interface to bind. Defaults to ``localhost``: unlike Reverb, which binds
-        every interface, the server is reachable only from this machine unless told
-        otherwise (``"[::]"`` or ``"0.0.0.0"`` for every interface).
+      host: The interface to bind. None: ``$REVERB_PY_HOST`` if set, else ``localhost``.
+        Unlike Reverb, which binds every interface, the server is reachable only from
+        this machine unless told otherwise (``"[::]"`` or ``"0.0.0.0"`` for every
+        interface); ``REVERB_PY_HOST`` lets a program written for Reverb
+        (``Server(tables, port)``) serve other machines unchanged. A server that other
+        machines can reach and that does not authenticate its clients logs a WARNING
+        naming the risk when it starts.
       on_checkpoint_mismatch: What to do when the loaded checkpoint's settings of a
         table (``max_size``, ``max_times_sampled``, sampler, remover, rate limiter,
         signature) differ from the table's: ``"warn"`` (the default) logs a warning
@@ -85,8 +93,18 @@ class Server:
         raises ``ValueError`` naming them.
       limits: What clients can make the server hold (:class:`ServerLimits`: request
         size, open streams, chunks kept by insert streams); None: the defaults.
+      token: A bearer token every call must carry (``authorization: Bearer <token>``);
+        other calls end with ``UNAUTHENTICATED``. None: ``$REVERB_PY_TOKEN``, else the
+        file ``$REVERB_PY_TOKEN_FILE`` names, else no token; ``""``: no token.
+      tls: The server's certificate and key (:class:`ServerTLS`, optionally with the
+        CA of client certificates for mutual TLS); None: plaintext, as Reverb.
 
     A server that is never stopped is stopped when the interpreter exits.
+
+    Beside Reverb's service the server runs the standard gRPC health service
+    (``grpc.health.v1.Health``, for orchestrators' probes; no token needed): SERVING for
+    ``""`` and Reverb's service once the checkpoint is loaded and the server started,
+    NOT_SERVING from the start of :meth:`stop`.
 
     Raises:
       ValueError: no tables, duplicate table names, a port outside 0-65535, the port
@@ -102,16 +120,23 @@ class Server:
         port: int | None = None,
         checkpointer: Any = None,
         *,
-        host: str = "localhost",
+        host: str | None = None,
         on_checkpoint_mismatch: str = "warn",
         limits: ServerLimits | None = None,
+        token: str | None = None,
+        tls: _auth.ServerTLS | None = None,
     ) -> None:
+        if tls is not None and not isinstance(tls, _auth.ServerTLS):
+            raise TypeError(f"tls must be a ServerTLS or None, got {type(tls).__name__}")
+        self._token = _secrets.resolve_token(token)
+        self._tls = tls
         if limits is not None and not isinstance(limits, ServerLimits):
             raise TypeError(f"limits must be a ServerLimits or None, got {limits!r}")
         self._limits = limits if limits is not None else ServerLimits()
         if not tables:
             raise ValueError("At least one table must be provided")
         port = _check_port(port)
+        host = _auth.resolve_host(host)
         if on_checkpoint_mismatch not in _MISMATCH_POLICIES:
             raise ValueError(
                 f"on_checkpoint_mismatch must be 'warn' or 'refuse', got {on_checkpoint_mismatch!r}"
@@ -138,9 +163,19 @@ class Server:
             self._loop_thread.stop()
             raise
         _serving.add(self)
+        warning = _auth.exposure_warning(
+            host,
+            self._port,
+            tls=tls is not None,
+            token=self._token is not None,
+            mtls=tls is not None and tls.mutual,
+        )
+        if warning is not None:
+            _logger.warning("%s", warning)
 
     @staticmethod
     def _restore(tables: Sequence[Table], checkpointer: Any, on_mismatch: str) -> None:
+        started = time.monotonic()
         loaded = checkpointer.load_latest(parse_chunk)
         if loaded is None:
             return
@@ -166,14 +201,23 @@ class Server:
             _logger.warning("checkpoint %s overrides the configuration: %s", path, difference)
         for snapshot in snapshots:
             by_name[snapshot.checkpoint.table_name].restore(snapshot)
-        _logger.info("loaded checkpoint %s (%d tables)", path, len(snapshots))
+        log_checkpoint(
+            "loaded from",
+            path,
+            time.monotonic() - started,
+            len(snapshots),
+            sum(len(by_name[snapshot.checkpoint.table_name]) for snapshot in snapshots),
+        )
 
     @property
     def checkpointer(self) -> Any:
         return self._checkpointer
 
     async def _start(self, host: str, port: int) -> int:
-        self._grpc_server = grpc.aio.server(options=_OPTIONS + self._limits.grpc_options())
+        interceptors = [] if self._token is None else [_auth.TokenInterceptor(self._token)]
+        self._grpc_server = grpc.aio.server(
+            options=_OPTIONS + self._limits.grpc_options(), interceptors=interceptors
+        )
         servicer = ReverbServicer(
             {table.name: table for table in self._tables},
             checkpointer=self._checkpointer,
@@ -181,8 +225,15 @@ class Server:
         )
         self._servicer = servicer
         self._grpc_server.add_generic_rpc_handlers((servicer.handler(),))
+        self._health = Health(self._grpc_server)
+        await self._health.not_serving()
         try:
-            bound = self._grpc_server.add_insecure_port(f"{host}:{port}")
+            if self._tls is None:
+                bound = self._grpc_server.add_insecure_port(f"{host}:{port}")
+            else:
+                bound = self._grpc_server.add_secure_port(
+                    f"{host}:{port}", self._tls.server_credentials()
+                )
         except RuntimeError:
             bound = 0
         if not bound:
@@ -192,6 +243,8 @@ class Server:
                 reason = f"port {port} is already in use, or {reason}"
             raise ValueError(f"Failed to bind the gRPC server to {host}:{port}: {reason}")
         await self._grpc_server.start()
+        # The checkpoint was loaded before the server started: it serves from now on.
+        await self._health.serving()
         return bound
 
     @property
@@ -239,6 +292,7 @@ class Server:
                 self._stopped.set()
 
     async def _stop(self, grace: float | None) -> None:
+        await self._health.stopping()
         for table in self._tables:
             table.close()
         await self._grpc_server.stop(grace)
@@ -258,11 +312,26 @@ class Server:
         """
         self._stopped.wait()
 
-    def localhost_client(self) -> Client:
-        """A blocking :class:`reverb_py.Client` connected to this server."""
+    def localhost_client(
+        self,
+        root_certificates: bytes | str | None = None,
+        private_key: bytes | str | None = None,
+        certificate_chain: bytes | str | None = None,
+    ) -> Client:
+        """A blocking :class:`reverb_py.Client` connected to this server, with its token.
+
+        A server with TLS needs the CA of its certificate (``root_certificates``; the
+        certificate must name ``localhost``), and with mutual TLS a client certificate.
+        """
         from reverb_py.client import Client
 
-        return Client(f"localhost:{self._port}")
+        return Client(
+            f"localhost:{self._port}",
+            token=self._token or "",
+            root_certificates=root_certificates,
+            private_key=private_key,
+            certificate_chain=certificate_chain,
+        )
 
     def __enter__(self) -> Server:
         return self

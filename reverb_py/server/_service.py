@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -27,6 +28,7 @@ from reverb_py._proto import SERVICE, reverb_service_pb2, schema_pb2
 from reverb_py._status import status_for_error
 from reverb_py.server._chunks import Chunk, chunks_of_item, parse_chunk
 from reverb_py.server._limits import ServerLimits, describe_bytes
+from reverb_py.server._logs import log_call_error, log_checkpoint
 from reverb_py.server._replies import InsertRequest, parse_insert_request, sample_responses
 from reverb_py.table import Item, Table
 
@@ -134,7 +136,9 @@ class ReverbServicer:
     async def _abort(
         self, context: grpc.aio.ServicerContext[Any, Any], error: BaseException
     ) -> None:
-        await context.abort(status_for_error(error), str(error))
+        code = status_for_error(error)
+        log_call_error(context, code, str(error))
+        await context.abort(code, str(error))
 
     def _open_stream(self) -> None:
         """Counts a stream in; past ``max_streams`` it is refused."""
@@ -202,6 +206,7 @@ class ReverbServicer:
         except errors.ReverbError as error:
             await self._abort(context, error)
         except (OSError, ValueError) as error:
+            log_call_error(context, grpc.StatusCode.INTERNAL, f"Checkpoint failed: {error}")
             await context.abort(grpc.StatusCode.INTERNAL, f"Checkpoint failed: {error}")
         return reverb_service_pb2.CheckpointResponse(checkpoint_path=path)
 
@@ -213,9 +218,12 @@ class ReverbServicer:
         One checkpoint is written at a time.
         """
         async with self._checkpoint_lock:
+            started = time.monotonic()
             snapshots = [table.snapshot() for table in self._tables.values()]
+            items = sum(len(table) for table in self._tables.values())
             loop = asyncio.get_running_loop()
             path: str = await loop.run_in_executor(None, self._checkpointer.save, snapshots)
+            log_checkpoint("written to", path, time.monotonic() - started, len(snapshots), items)
             return path
 
     async def InitializeConnection(  # noqa: N802

@@ -18,6 +18,7 @@ BUILTINS = {
     errors.UsageError: (RuntimeError,),
     errors.InternalError: (RuntimeError,),
     errors.UnimplementedError: (NotImplementedError,),
+    errors.UnauthenticatedError: (PermissionError,),
     errors.UnknownError: (RuntimeError,),
 }
 

@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             r"reverb_py\._proto(\..*)?",
             r"reverb_py\._status",
             r"reverb_py\._gc",
+            r"reverb_py\._secrets",
             r"reverb_py\._loop_thread",
             r"reverb_py\.tensor_spec",
             r"reverb_py\.replay_sample",
@@ -69,6 +70,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("Reverb's native names", (r"reverb_py\.(lib)?pybind",)),
     ("package", (r"reverb_py",)),
+    ("command line", (r"reverb_py\.cli", r"reverb_py\.__main__")),
 ]
 
 

@@ -1,0 +1,197 @@
+"""``reverb-py`` (``python -m reverb_py``): look at and operate a running server.
+
+Commands::
+
+    reverb-py info ADDRESS                 every table: size, selectors, limiter, signature
+    reverb-py checkpoint ADDRESS           ask the server to write a checkpoint
+    reverb-py reset ADDRESS TABLE [--yes]  remove every item of TABLE (asks first)
+
+Credentials: ``--token-file`` (or ``REVERB_PY_TOKEN`` / ``REVERB_PY_TOKEN_FILE``),
+``--tls-ca-file`` for a server with TLS, ``--tls-cert-file`` and ``--tls-key-file`` for
+mutual TLS. The token is never taken as an argument (other users could read it in the
+process list). Exit status: 0 done, 1 the call failed, 2 bad arguments, 3 a reset that
+was not confirmed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+import reverb_py
+from reverb_py import _secrets, errors
+from reverb_py.client import Client
+from reverb_py.reverb_types import TableInfo
+
+__all__ = ["format_info", "main"]
+
+DEFAULT_TIMEOUT = 10.0
+
+
+def _selector(options: Any) -> str:
+    kind = options.WhichOneof("distribution")
+    if kind == "prioritized":
+        return f"Prioritized(priority_exponent={options.prioritized.priority_exponent:g})"
+    if kind == "heap":
+        return "MinHeap" if options.heap.min_heap else "MaxHeap"
+    return {"fifo": "Fifo", "lifo": "Lifo", "uniform": "Uniform"}.get(kind or "", str(kind))
+
+
+def _limiter(info: Any) -> str:
+    return (
+        f"samples_per_insert={info.samples_per_insert:g} "
+        f"min_size_to_sample={info.min_size_to_sample} "
+        f"min_diff={info.min_diff:g} max_diff={info.max_diff:g}"
+    )
+
+
+def _signature(signature: Any) -> list[str]:
+    if signature is None:
+        return ["none"]
+    from reverb_py._codec.signature import flatten_signature
+
+    lines = []
+    for path, spec in flatten_signature(signature):
+        name = path or "(root)"
+        if spec.shape is None:
+            shape = "[...]"
+        else:
+            shape = "[" + ", ".join("?" if d is None else str(d) for d in spec.shape) + "]"
+        lines.append(f"{name}: {spec.dtype.name}{shape}")
+    return lines or ["(empty)"]
+
+
+def format_info(infos: dict[str, TableInfo]) -> str:
+    """A readable report of ``Client.server_info()``: a summary row per table, then each
+    table's selectors, limiter and signature."""
+    header = ("table", "size", "max_size", "max_times_sampled", "inserts", "samples", "episodes")
+    rows = [
+        (
+            name,
+            str(info.current_size),
+            str(info.max_size),
+            str(info.max_times_sampled),
+            str(info.rate_limiter_info.insert_stats.completed),
+            str(info.rate_limiter_info.sample_stats.completed),
+            str(info.num_episodes),
+        )
+        for name, info in sorted(infos.items())
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+        for row in [header, *rows]
+    ]
+    for name, info in sorted(infos.items()):
+        lines += [
+            "",
+            f"{name}:",
+            f"  sampler:      {_selector(info.sampler_options)}",
+            f"  remover:      {_selector(info.remover_options)}",
+            f"  rate limiter: {_limiter(info.rate_limiter_info)}",
+            "  signature:    " + "\n                ".join(_signature(info.signature)),
+        ]
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reverb-py", description="Look at and operate a running replay server."
+    )
+    parser.add_argument("--version", action="version", version=f"reverb_py {reverb_py.__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("address", help="the server, host:port")
+    common.add_argument(
+        "--token-file", metavar="PATH", help="file holding the bearer token (or REVERB_PY_TOKEN)"
+    )
+    common.add_argument("--tls-ca-file", metavar="PATH", help="CA of the server's certificate")
+    common.add_argument("--tls-cert-file", metavar="PATH", help="client certificate (mutual TLS)")
+    common.add_argument("--tls-key-file", metavar="PATH", help="client key (mutual TLS)")
+    common.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds to wait for the server (default {DEFAULT_TIMEOUT:g})",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("info", parents=[common], help="every table of the server")
+    commands.add_parser("checkpoint", parents=[common], help="write a checkpoint")
+    reset = commands.add_parser("reset", parents=[common], help="remove every item of a table")
+    reset.add_argument("table")
+    reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    return parser
+
+
+def _client(args: argparse.Namespace) -> Client:
+    token = None
+    if args.token_file is not None:
+        token = _secrets.read_token_file(args.token_file, "--token-file")
+    return Client(
+        args.address,
+        token=token,
+        root_certificates=args.tls_ca_file,
+        private_key=args.tls_key_file,
+        certificate_chain=args.tls_cert_file,
+    )
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Runs one command; returns the exit status."""
+    stdin = sys.stdin if stdin is None else stdin
+    stdout = sys.stdout if stdout is None else stdout
+    stderr = sys.stderr if stderr is None else stderr
+    args = _parser().parse_args(argv)
+    if args.timeout <= 0:
+        print("reverb-py: --timeout must be positive", file=stderr)
+        return 2
+    try:
+        client = _client(args)
+    except ValueError as error:
+        print(f"reverb-py: {error}", file=stderr)
+        return 2
+    say: Callable[[str], None] = lambda text: print(text, file=stdout)  # noqa: E731
+    try:
+        # Every command first waits (at most --timeout) for the server to answer.
+        infos = client.server_info(timeout=args.timeout)
+        if args.command == "info":
+            say(format_info(infos))
+        elif args.command == "checkpoint":
+            say(client.checkpoint())
+        elif args.command == "reset":
+            if args.table not in infos:
+                print(
+                    f"reverb-py: no table {args.table!r} (tables: {', '.join(sorted(infos))})",
+                    file=stderr,
+                )
+                return 1
+            if not args.yes:
+                size = infos[args.table].current_size
+                stdout.write(
+                    f"Remove all {size} items of table {args.table!r} at {args.address}? [y/N] "
+                )
+                stdout.flush()
+                answer = stdin.readline().strip().lower()
+                if answer not in ("y", "yes"):
+                    say("not reset")
+                    return 3
+            client.reset(args.table)
+            say(f"table {args.table!r} reset")
+    except errors.DeadlineExceededError:
+        print(
+            f"reverb-py: {args.address} did not answer within {args.timeout:g}s "
+            "(not running, or TLS settings that do not match the server's)",
+            file=stderr,
+        )
+        return 1
+    except errors.ReverbError as error:
+        print(f"reverb-py: {type(error).__name__}: {error}", file=stderr)
+        return 1
+    return 0

@@ -1,0 +1,180 @@
+"""What the server logs: client errors by level, checkpoints with durations, the
+daemon's ``--log-level`` / ``log_level``; gRPC's own INFO lines are not printed."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import reverb_py
+from reverb_py import checkpointers, errors, rate_limiters, selectors
+from reverb_py.errors import ConfigError
+from reverb_py.server import Server, Table, _daemon
+
+ROOT = pathlib.Path(__file__).parents[2]
+
+STOP_WITH_A_CLIENT = """
+import os, sys
+import reverb_py
+from reverb_py import rate_limiters, selectors
+from reverb_py.server import Server, Table
+print(os.environ["GRPC_VERBOSITY"])
+server = Server([Table("t", selectors.Fifo(), selectors.Fifo(), 10, rate_limiters.MinSize(1))], 0)
+client = reverb_py.Client(server.address)
+client.server_info(timeout=20)
+server.stop()
+"""
+
+
+INFO_LINE = re.compile(r"^I\d{4} ", re.MULTILINE)
+
+
+def run_script(
+    verbosity: str | None, source: str = STOP_WITH_A_CLIENT
+) -> subprocess.CompletedProcess[str]:
+    # The "api" tracer makes gRPC's core log INFO lines on every call, at a verbosity that
+    # lets them through: a deterministic stand-in for "Got goaway" and its kind.
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+    env["GRPC_TRACE"] = "api"
+    if verbosity is not None:
+        env["GRPC_VERBOSITY"] = verbosity
+    return subprocess.run(
+        [sys.executable, "-c", source],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_grpc_core_info_lines_are_not_printed() -> None:
+    result = run_script(None)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ERROR"
+    assert not INFO_LINE.search(result.stderr), result.stderr
+    assert "Got goaway" not in result.stderr
+
+
+def test_without_reverb_py_grpc_prints_them() -> None:
+    source = "import grpc\ngrpc.insecure_channel('localhost:1').close()\n"
+    result = run_script(None, source)
+    assert INFO_LINE.search(result.stderr), result.stderr
+
+
+def test_grpc_verbosity_set_by_the_user_is_kept() -> None:
+    result = run_script("INFO")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "INFO"
+    assert INFO_LINE.search(result.stderr), result.stderr
+
+
+def table(name: str = "t") -> Table:
+    return Table(name, selectors.Fifo(), selectors.Fifo(), 10, rate_limiters.MinSize(1))
+
+
+def test_client_errors_are_logged_with_the_peer_at_their_level(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with Server([table()], port=0) as server:
+        client = server.localhost_client()
+        with caplog.at_level(logging.DEBUG, logger="reverb_py"):
+            with pytest.raises(errors.NotFoundError):
+                client.reset("missing")
+            with pytest.raises(errors.DeadlineExceededError):
+                next(iter(client.sample("t", 1, rate_limiter_timeout_ms=1)))
+    [not_found] = [r for r in caplog.records if r.getMessage().startswith("NOT_FOUND from ")]
+    assert not_found.levelno == logging.WARNING and "missing" in not_found.getMessage()
+    assert re.match(r"NOT_FOUND from ipv[46]:\S+:\d+: ", not_found.getMessage())
+    [timeout] = [r for r in caplog.records if r.getMessage().startswith("DEADLINE_EXCEEDED from")]
+    assert timeout.levelno == logging.DEBUG
+
+
+def test_checkpoints_are_logged_with_their_durations(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="reverb_py")
+    checkpointer = checkpointers.DefaultCheckpointer(str(tmp_path))
+    with Server([table()], port=0, checkpointer=checkpointer) as server:
+        client = server.localhost_client()
+        client.insert(np.zeros(2), {"t": 1.0})
+        client.insert(np.ones(2), {"t": 1.0})
+        path = client.checkpoint()
+    written = [r.getMessage() for r in caplog.records if "checkpoint written to" in r.getMessage()]
+    assert re.fullmatch(
+        rf"checkpoint written to {re.escape(path)} in \d+\.\d{{3}} s \(1 tables, 2 items\)",
+        written[0],
+    )
+    caplog.clear()
+    with Server([table()], port=0, checkpointer=checkpointer):
+        pass
+    loaded = [r.getMessage() for r in caplog.records if "checkpoint loaded from" in r.getMessage()]
+    assert re.fullmatch(
+        rf"checkpoint loaded from {re.escape(path)} in \d+\.\d{{3}} s \(1 tables, 2 items\)",
+        loaded[0],
+    )
+
+
+@pytest.mark.parametrize(
+    "flag, config, level",
+    [
+        (None, {}, logging.INFO),
+        (None, {"log_level": "WARNING"}, logging.WARNING),
+        ("debug", {"log_level": "error"}, logging.DEBUG),
+        ("error", {}, logging.ERROR),
+    ],
+)
+def test_log_level_from_the_flag_or_the_config(flag, config, level) -> None:
+    assert _daemon.log_level(flag, config) == level
+
+
+def test_an_unknown_log_level_is_a_bad_config() -> None:
+    with pytest.raises(ConfigError, match="config.log_level"):
+        _daemon.log_level(None, {"log_level": "loud"})
+
+
+@pytest.mark.parametrize("where", ["flag", "config"])
+def test_the_daemon_logs_debug_lines_when_asked(tmp_path: pathlib.Path, where: str) -> None:
+    config = tmp_path / "server.toml"
+    config.write_text("port = 0\n" + ('log_level = "debug"\n' if where == "config" else ""))
+    args = ["--config", str(config)] + (["--log-level", "DEBUG"] if where == "flag" else [])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reverb_py.server", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            match = re.search(r"serving on (\S+) ", line)
+            if match:
+                break
+        else:
+            raise AssertionError("".join(lines))
+        client = reverb_py.Client(match.group(1))
+        with pytest.raises(errors.DeadlineExceededError):
+            next(iter(client.sample("my_table", 1, rate_limiter_timeout_ms=1)))
+        process.send_signal(signal.SIGTERM)
+        # Read on through the same buffered file (communicate() would skip what it holds).
+        lines.extend(process.stdout)
+        process.stdout.close()
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    output = "".join(lines)
+    assert "INFO table 'my_table': Table(" in output
+    assert re.search(r"DEBUG DEADLINE_EXCEEDED from \S+: ", output), output
