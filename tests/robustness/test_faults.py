@@ -186,6 +186,9 @@ def start_daemon(
             drain = threading.Thread(target=process.stdout.read, daemon=True)
             drain.start()
             return process, match.group(1), drain
+    process.kill()
+    process.wait(30)
+    process.stdout.close()
     raise AssertionError("the daemon did not start:\n" + "".join(lines))
 
 
