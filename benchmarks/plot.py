@@ -344,6 +344,55 @@ def plot_compare(inp: str, out: str) -> pathlib.Path:
     return path
 
 
+def plot_hostile(inp: str, soak: str, out: str) -> pathlib.Path:
+    """Server RSS over time under misbehaving clients (both systems), and the soak."""
+    data = json.loads(pathlib.Path(inp).read_text(encoding="utf-8"))
+    soak_data = (
+        json.loads(pathlib.Path(soak).read_text(encoding="utf-8"))
+        if pathlib.Path(soak).exists()
+        else None
+    )
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    colors = {"reverb_py": "#1f77b4", "dm_reverb": "#d62728"}
+    titles = {
+        "stalled": "10 sample streams of 2^31-1 samples that never read",
+        "steady": "one reader of 2^31-1 samples, as fast as it can",
+    }
+    for ax, scenario in zip(axes, ("stalled", "steady")):
+        for system, figures in data["systems"].items():
+            curve = figures["scenarios"].get(scenario, {}).get("rss_curve", [])
+            if curve:
+                ax.plot(
+                    [t for t, _ in curve], [r for _, r in curve], label=system, color=colors[system]
+                )
+        ax.set_title(titles[scenario], fontsize=9)
+        ax.set_xlabel("seconds")
+        ax.set_ylabel("server RSS (MiB)")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
+    ax = axes[2]
+    if soak_data:
+        curve = soak_data["rss_curve_mib"]
+        ax.plot([t for t, _ in curve], [r for _, r in curve], color=colors["reverb_py"])
+        ax.set_title(
+            f"soak: {soak_data['actors']} actors + learner, {soak_data['seconds']:.0f} s "
+            f"({'passed' if soak_data['passed'] else 'FAILED'})",
+            fontsize=9,
+        )
+        ax.set_xlabel("seconds")
+        ax.set_ylabel("server RSS (MiB)")
+        ax.set_ylim(bottom=0)
+    fig.suptitle(
+        f"{data['items']} items of 1 MiB per server; {data['machine'].get('date_utc', '')}",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    path = pathlib.Path(out)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--in", dest="inp", default=None)
@@ -354,7 +403,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compare", action="store_true", help="plot compare.json (reverb_py vs dm-reverb) instead"
     )
+    parser.add_argument(
+        "--hostile", action="store_true", help="plot hostile.json and soak.json instead"
+    )
     args = parser.parse_args(argv)
+    if args.hostile:
+        path = plot_hostile(
+            args.inp or str(RESULTS_DIR / "hostile.json"),
+            str(RESULTS_DIR / "soak.json"),
+            args.out or str(RESULTS_DIR / "hostile.png"),
+        )
+        print(f"# wrote {path}")
+        return 0
     if args.compare:
         path = plot_compare(
             args.inp or str(RESULTS_DIR / "compare.json"),
