@@ -372,8 +372,8 @@ def test_close_mid_iteration_leaves_no_stream_or_thread(address: str) -> None:
     assert loop_tasks() > tasks
     it.close()
     # gRPC may still be finishing its own bookkeeping of the closed channel.
-    wait_for(lambda: loop_tasks() == tasks, "closed")
-    assert threading.active_count() == threads
+    wait_for(lambda: loop_tasks() <= tasks, "closed")
+    assert threading.active_count() <= threads
     with pytest.raises(StopIteration):
         next(it)
     it.close()
@@ -386,7 +386,7 @@ def test_garbage_collection_closes_the_streams(address: str) -> None:
     assert loop_tasks() > tasks
     del it
     gc.collect()
-    wait_for(lambda: loop_tasks() == tasks, "closed")
+    wait_for(lambda: loop_tasks() <= tasks, "closed")
 
 
 def test_close_releases_a_consumer_waiting_on_the_server(

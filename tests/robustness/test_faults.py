@@ -86,6 +86,8 @@ def server() -> Iterator[Server]:
 
 
 def test_writers_killed_mid_stream_lose_nothing_confirmed_and_leak_nothing(server) -> None:
+    # Chunks of other tests' servers may still be alive in this process: count ours only.
+    chunks_before = live_chunks()
     writers = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER, f"localhost:{server.port}", str(index)],
@@ -125,7 +127,7 @@ def test_writers_killed_mid_stream_lose_nothing_confirmed_and_leak_nothing(serve
     sampled = [s.info.priority for s in client.sample("t", size, emit_timesteps=False)]
     assert len(set(sampled)) == size
     client.reset("t")
-    assert live_chunks() == 0
+    assert live_chunks() <= chunks_before
 
 
 def test_a_deadline_that_passes_leaves_no_ghost_waiter(server) -> None:
