@@ -6,19 +6,47 @@ Orchestrators (Kubernetes' gRPC probes, ``grpc_health_probe``, load balancers) a
 its checkpoint and started, SERVING while it serves, and NOT_SERVING from the moment it
 starts stopping. The health service needs no token (probes carry none); it is an extra
 service beside Reverb's, which it leaves unchanged.
+
+The two messages are tiny (``HealthCheckRequest.service`` is field 1, a string;
+``HealthCheckResponse.status`` field 1, an enum) and are read and written here by hand:
+``grpcio-health-checking``, which would provide them, requires a protobuf as new as its
+grpcio, and so cannot be installed beside TensorFlow 2.15-2.20 (protobuf < 5 or < 6).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 
+from reverb_py import errors
+from reverb_py._client.channel import identity
+from reverb_py._codec.fields import message_fields
 from reverb_py._proto import SERVICE
 
-__all__ = ["HEALTH_SERVICE", "Health"]
+__all__ = ["HEALTH_SERVICE", "NOT_SERVING", "SERVICE_UNKNOWN", "SERVING", "Health"]
 
 HEALTH_SERVICE = "grpc.health.v1.Health"
+
+# HealthCheckResponse.ServingStatus.
+SERVING = 1
+NOT_SERVING = 2
+SERVICE_UNKNOWN = 3
+
+
+def _response(status: int) -> bytes:
+    return bytes((0x08, status))  # field 1, varint
+
+
+def _service_of(request: bytes) -> str:
+    """``HealthCheckRequest.service`` (the last one, as protobuf merges)."""
+    service = b""
+    for number, wire_type, value in message_fields(request):
+        if number == 1 and wire_type == 2:
+            service = bytes(value)
+    return service.decode("utf-8", errors="replace")
 
 
 class Health:
@@ -27,23 +55,73 @@ class Health:
     SERVICES = ("", SERVICE)
 
     def __init__(self, server: grpc.aio.Server) -> None:
-        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+        self._status = dict.fromkeys(self.SERVICES, NOT_SERVING)
+        self._stopping = False
+        self._changed = asyncio.Event()
+        server.add_generic_rpc_handlers((self._handler(),))
 
-        self._pb2: Any = health_pb2
-        self._servicer: Any = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self._servicer, server)
+    def _handler(self) -> grpc.GenericRpcHandler:
+        methods: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+            "Check": grpc.unary_unary_rpc_method_handler(
+                self._check, request_deserializer=identity, response_serializer=identity
+            ),
+            "Watch": grpc.unary_stream_rpc_method_handler(
+                self._watch, request_deserializer=identity, response_serializer=identity
+            ),
+        }
+        return grpc.method_handlers_generic_handler(HEALTH_SERVICE, methods)
 
-    async def _set_all(self, status: Any) -> None:
+    def _parse(self, request: bytes) -> str:
+        try:
+            return _service_of(request)
+        except errors.ReverbError as error:
+            raise errors.InvalidArgumentError(f"Malformed HealthCheckRequest: {error}") from None
+
+    async def _check(self, request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        try:
+            service = self._parse(request)
+        except errors.InvalidArgumentError as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        status = self._status.get(service)
+        if status is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {service!r}")
+        return _response(status)
+
+    async def _watch(
+        self, request: bytes, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[bytes]:
+        try:
+            service = self._parse(request)
+        except errors.InvalidArgumentError as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        last = None
+        while True:
+            status = self._status.get(service, SERVICE_UNKNOWN)
+            if status != last:
+                yield _response(status)
+                last = status
+            if self._stopping:
+                return
+            changed = self._changed
+            await changed.wait()
+
+    def _set_all(self, status: int) -> None:
         for service in self.SERVICES:
-            await self._servicer.set(service, status)
+            self._status[service] = status
+        # Wake every watcher once; later waits use a fresh event.
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     async def not_serving(self) -> None:
-        """Before the server serves: NOT_SERVING (the servicer's own default is SERVING)."""
-        await self._set_all(self._pb2.HealthCheckResponse.NOT_SERVING)
+        """Before the server serves: NOT_SERVING."""
+        self._set_all(NOT_SERVING)
 
     async def serving(self) -> None:
-        await self._set_all(self._pb2.HealthCheckResponse.SERVING)
+        if not self._stopping:
+            self._set_all(SERVING)
 
     async def stopping(self) -> None:
-        """NOT_SERVING for good: later calls to :meth:`serving` change nothing."""
-        await self._servicer.enter_graceful_shutdown()
+        """NOT_SERVING for good: later calls to :meth:`serving` change nothing; watchers
+        get the change and their streams end."""
+        self._stopping = True
+        self._set_all(NOT_SERVING)
