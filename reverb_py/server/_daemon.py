@@ -18,6 +18,8 @@ the address and the tables::
     tls_cert_file = "/etc/replay/server.pem"   # TLS (optional): certificate chain
     tls_key_file = "/etc/replay/server.key"    # and private key
     tls_client_ca_file = "/etc/replay/ca.pem"  # mutual TLS (optional): CA of client certs
+    metrics_port = 9090                  # Prometheus metrics at /metrics (optional;
+                                         # --metrics-port; 0: any free port)
 
     [[tables]]
     name = "replay"
@@ -349,6 +351,7 @@ def load_config(path: str) -> dict[str, Any]:
             "on_checkpoint_mismatch",
             "limits",
             "log_level",
+            "metrics_port",
             *_CREDENTIAL_KEYS,
         ],
         "config",
@@ -403,6 +406,17 @@ def log_level(flag: str | None, config: Mapping[str, Any]) -> int:
     if name.lower() not in LOG_LEVELS:
         raise ConfigError(f"config.log_level: one of {', '.join(LOG_LEVELS)}, got {name!r}")
     return LOG_LEVELS[name.lower()]
+
+
+def metrics_port(flag: int | None, config: Mapping[str, Any]) -> int | None:
+    """The metrics port: ``--metrics-port``, else the config's ``metrics_port``, else
+    None (no metrics)."""
+    port: int | None = (
+        flag if flag is not None else _field(config, "metrics_port", "config", int, None)
+    )
+    if port is not None and not 0 <= port <= 65535:
+        raise ConfigError(f"config.metrics_port: must be in 0..65535, got {port}")
+    return port
 
 
 def port_from_config(config: Mapping[str, Any]) -> int:
@@ -515,6 +529,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT})")
     parser.add_argument("--checkpoint_dir", help="checkpoint directory (overrides the config's)")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics at /metrics on this port (config key metrics_port)",
+    )
     for key in _CREDENTIAL_KEYS:
         parser.add_argument(f"--{key.replace('_', '-')}", metavar="PATH", help=f"config's {key}")
     parser.add_argument(
@@ -547,6 +567,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         port = args.port if args.port is not None else config_port
         checkpoints = CheckpointSettings(config)
         limits = limits_from_config(config)
+        metrics = metrics_port(args.metrics_port, config)
         token, tls = _auth.daemon_credentials(
             *(
                 getattr(args, key) or _field(config, key, "config", str, None)
@@ -571,6 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             limits=limits,
             token=token,
             tls=tls,
+            metrics_port=metrics,
         )
     except (ValueError, OSError) as error:
         print(f"reverb_py.server: {_one_line(error)}", file=sys.stderr)
@@ -592,6 +614,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     try:
         _logger.info("serving on %s (implementation: %s)", server.address, _impl.IMPLEMENTATION)
+        if server.metrics_port is not None:
+            _logger.info("metrics on port %d at /metrics", server.metrics_port)
         for table in tables:
             _logger.info("table %r: %r", table.name, table)
         while not received:
