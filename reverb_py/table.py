@@ -278,10 +278,16 @@ class Table:
       extensions: Table extensions (see :class:`TableExtensionBase`).
       signature: An optional nest of :class:`reverb_py.TensorSpec` describing the
         items' data. Stored and reported, never enforced on the server (clients check).
+      max_bytes: The most chunk bytes the table's items may reference (see
+        :attr:`chunk_bytes`: each chunk once, however many items share it); after an
+        insert takes the table over it, the remover evicts items (possibly the new one)
+        until it is at most ``max_bytes``. None (the default): no limit. Not part of
+        Reverb's settings: not in ``server_info`` nor in checkpoints (a restored table
+        keeps its own and evicts down to it).
 
     Raises:
-      ValueError: empty name, non-positive ``max_size``, a signature leaf that is not a
-        spec, or a rate limiter already used by another table.
+      ValueError: empty name, non-positive ``max_size`` or ``max_bytes``, a signature
+        leaf that is not a spec, or a rate limiter already used by another table.
 
     The object handed to a :class:`reverb_py.Server` is the live table: ``info``,
     ``can_sample`` and ``can_insert`` report what the server holds.
@@ -299,6 +305,7 @@ class Table:
         signature: SpecNest | None = None,
         *,
         seed: int | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         if not name:
             raise ValueError("name must be nonempty")
@@ -313,6 +320,11 @@ class Table:
         self._name = str(name)
         self._max_size = int(max_size)
         self._max_times_sampled = int(max_times_sampled)
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0
+        ):
+            raise ValueError(f"max_bytes ({max_bytes!r}) must be a positive integer or None")
+        self._max_bytes = max_bytes
         self._extensions = tuple(extensions)
         for extension in self._extensions:
             if not isinstance(extension, TableExtensionBase):
@@ -361,6 +373,8 @@ class Table:
         self._chunk_bytes = 0
         self._num_evictions = 0
         self._observer: TableObserver | None = None
+        if max_bytes is not None:
+            self.track_chunk_bytes()
 
     def _set_selectors(
         self, sampler: item_selectors.ItemSelector, remover: item_selectors.ItemSelector
@@ -463,6 +477,7 @@ class Table:
             ),
             extensions=extensions if extensions is not None else self._extensions,
             signature=signature if signature is not None else self._signature,
+            max_bytes=self._max_bytes,
         )
 
     # ------------------------------------------------------------------ properties
@@ -475,6 +490,11 @@ class Table:
     @property
     def max_size(self) -> int:
         return self._max_size
+
+    @property
+    def max_bytes(self) -> int | None:
+        """The most chunk bytes the table holds, or None (no limit)."""
+        return self._max_bytes
 
     @property
     def max_times_sampled(self) -> int:
@@ -730,7 +750,22 @@ class Table:
                 victim, _ = self._remover.sample(self._random())
                 self._num_evictions += 1
                 self._delete(victim)
+            if self._max_bytes is not None and self._chunk_bytes > self._max_bytes:
+                self._evict_to_max_bytes()
             self._limiter.on_insert()
+
+    def _evict_to_max_bytes(self) -> int:
+        """Evicts with the remover until the chunk bytes are at most ``max_bytes``;
+        returns how many items went."""
+        evicted = 0
+        limit = self._max_bytes
+        assert limit is not None
+        while self._items and self._chunk_bytes > limit:
+            victim, _ = self._remover.sample(self._random())
+            self._num_evictions += 1
+            self._delete(victim)
+            evicted += 1
+        return evicted
 
     def _reference(self, chunks: Sequence[Any]) -> None:
         refs = self._chunk_refs
@@ -1167,6 +1202,14 @@ class Table:
         config, sampler, remover = self._validate_checkpoint(checkpoint)
         self._swap_state(checkpoint, config, sampler, remover)
         self._restore_items(snapshot.items)
+        if self._max_bytes is not None and self._chunk_bytes > self._max_bytes:
+            evicted = self._evict_to_max_bytes()
+            _logger.warning(
+                "table %r: the restored items were over max_bytes=%d; %d evicted",
+                self._name,
+                self._max_bytes,
+                evicted,
+            )
         if self._insert_waiters or self._sample_waiters:
             self._pump()
 

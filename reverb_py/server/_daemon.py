@@ -27,6 +27,7 @@ the address and the tables::
     remover = {kind = "fifo"}
     max_size = 1_000_000
     max_times_sampled = 0
+    max_bytes = 8_589_934_592            # optional: evict once the chunks pass 8 GiB
 
     [tables.rate_limiter]
     kind = "sample_to_insert_ratio"
@@ -295,6 +296,7 @@ def tables_from_config(config: Mapping[str, Any]) -> list[Table]:
                 "max_times_sampled",
                 "rate_limiter",
                 "signature",
+                "max_bytes",
             ],
             where,
         )
@@ -307,6 +309,9 @@ def tables_from_config(config: Mapping[str, Any]) -> list[Table]:
         max_size = _field(entry, "max_size", where, int)
         if max_size <= 0:
             raise ConfigError(f"{where}.max_size: must be a positive integer, got {max_size}")
+        max_bytes = _field(entry, "max_bytes", where, int, None)
+        if max_bytes is not None and max_bytes <= 0:
+            raise ConfigError(f"{where}.max_bytes: must be a positive integer, got {max_bytes}")
         tables.append(
             Table(
                 name=name,
@@ -320,6 +325,7 @@ def tables_from_config(config: Mapping[str, Any]) -> list[Table]:
                 signature=_signature(entry["signature"], f"{where}.signature")
                 if "signature" in entry
                 else None,
+                max_bytes=max_bytes,
             )
         )
     return tables

@@ -209,6 +209,11 @@ class ServerMetrics:
             "Bytes of the chunks the table's items reference, each chunk once.",
             labels=table,
         )
+        max_bytes = GaugeMetricFamily(
+            "reverb_py_table_max_chunk_bytes",
+            "The most chunk bytes the table holds (tables with max_bytes only).",
+            labels=table,
+        )
         insert_waits = HistogramMetricFamily(
             "reverb_py_table_insert_wait_seconds",
             "How long inserts the rate limiter held waited.",
@@ -237,6 +242,8 @@ class ServerMetrics:
             pending.add_metric(name, t.num_pending_inserts)
             pending_samples.add_metric(name, t.num_pending_samples)
             chunk_bytes.add_metric(name, t.chunk_bytes)
+            if t.max_bytes is not None:
+                max_bytes.add_metric(name, t.max_bytes)
             for family, histograms in (
                 (insert_waits, observer.insert_waits),
                 (sample_waits, observer.sample_waits),
@@ -254,6 +261,7 @@ class ServerMetrics:
             pending,
             pending_samples,
             chunk_bytes,
+            max_bytes,
             insert_waits,
             sample_waits,
             ages,

@@ -63,7 +63,14 @@ def test_a_known_sequence_of_operations_gives_exact_values(tmp_path) -> None:
     from reverb_py.checkpointers import DefaultCheckpointer
 
     table = fifo_table()
-    empty = Table("empty", selectors.Uniform(), selectors.Fifo(), 10, rate_limiters.MinSize(1))
+    empty = Table(
+        "empty",
+        selectors.Uniform(),
+        selectors.Fifo(),
+        10,
+        rate_limiters.MinSize(1),
+        max_bytes=10**9,
+    )
     with Server(
         [table, empty], port=0, metrics_port=0, checkpointer=DefaultCheckpointer(str(tmp_path))
     ) as server:
@@ -102,6 +109,8 @@ def test_a_known_sequence_of_operations_gives_exact_values(tmp_path) -> None:
     assert value(samples, "reverb_py_table_chunk_bytes", table="empty") == distinct_chunk_bytes(
         empty
     )
+    assert value(samples, "reverb_py_table_max_chunk_bytes", table="empty") == 10**9
+    assert ("reverb_py_table_max_chunk_bytes", (("table", "t"),)) not in samples
     assert value(samples, "reverb_py_chunk_bytes") >= distinct_chunk_bytes(
         table
     ) + distinct_chunk_bytes(empty)
