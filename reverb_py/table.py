@@ -771,12 +771,10 @@ class Table:
         refs = self._chunk_refs
         assert refs is not None
         for chunk in chunks:
-            count = refs.get(chunk)
-            if count is None:
-                refs[chunk] = 1
+            count = refs.get(chunk, 0)
+            refs[chunk] = count + 1
+            if not count:
                 self._chunk_bytes += chunk_size(chunk)
-            else:
-                refs[chunk] = count + 1
 
     def _release(self, chunks: Sequence[Any]) -> None:
         refs = self._chunk_refs

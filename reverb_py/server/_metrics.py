@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import itertools
 import os
 import socket
 import socketserver
@@ -109,11 +110,12 @@ class _TableObserver:
         histogram = self.ages[table.name]
         counts = histogram.counts
         bounds = histogram.bounds
+        find = bisect.bisect_left
         now = time.time_ns()
         total = 0
-        for index in range(start, len(records)):
-            age = now - records[index].item.inserted_at
-            counts[bisect.bisect_left(bounds, age)] += 1
+        for record in itertools.islice(records, start, None):
+            age = now - record.item.inserted_at
+            counts[find(bounds, age)] += 1
             total += age
         histogram.sum += total
 
