@@ -240,7 +240,16 @@ class Server:
         return self._checkpointer
 
     async def _start(self, host: str, port: int) -> int:
-        interceptors = [] if self._token is None else [_auth.TokenInterceptor(self._token)]
+        on_refused = None
+        if self._metrics is not None:
+            metrics = self._metrics
+
+            def on_refused() -> None:
+                metrics.call_failed(grpc.StatusCode.UNAUTHENTICATED)
+
+        interceptors = (
+            [] if self._token is None else [_auth.TokenInterceptor(self._token, on_refused)]
+        )
         self._grpc_server = grpc.aio.server(
             options=_OPTIONS + self._limits.grpc_options(), interceptors=interceptors
         )

@@ -183,6 +183,17 @@ def test_servers_in_one_process_have_their_own_metrics() -> None:
     assert not any(labels == (("table", "a"),) for _, labels in b)
 
 
+def test_calls_refused_for_their_token_are_counted() -> None:
+    from reverb_py.client import Client
+
+    with Server([fifo_table()], port=0, metrics_port=0, token="secret") as server:
+        with pytest.raises(errors.UnauthenticatedError):
+            Client(server.address, token="wrong").server_info()
+        server.localhost_client().server_info()
+        samples = scrape(server.metrics_port)
+    assert value(samples, "reverb_py_rpc_errors_total", code="UNAUTHENTICATED") == 1
+
+
 def test_other_paths_are_not_found() -> None:
     with Server([fifo_table()], port=0, metrics_port=0) as server:
         with pytest.raises(urllib.error.HTTPError) as raised:
