@@ -156,10 +156,14 @@ def _refusal(handler: _Handler, reason: str) -> _Handler:
 
 
 class TokenInterceptor(grpc.aio.ServerInterceptor):
-    """Refuses every call without ``authorization: Bearer <token>`` (UNAUTHENTICATED)."""
+    """Refuses every call without ``authorization: Bearer <token>`` (UNAUTHENTICATED).
 
-    def __init__(self, token: str) -> None:
+    ``on_refused`` (if given) is called for each refused call (the server's metrics).
+    """
+
+    def __init__(self, token: str, on_refused: Callable[[], None] | None = None) -> None:
         self._expected = f"Bearer {_secrets.check_token(token, 'token')}".encode("ascii")
+        self._on_refused = on_refused
 
     def __repr__(self) -> str:
         return "TokenInterceptor()"
@@ -178,12 +182,17 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
             if key == "authorization"
         ]
         if not given:
-            return _refusal(handler, "missing bearer token (authorization metadata)")
+            return self._refuse(handler, "missing bearer token (authorization metadata)")
         value = given[0]
         offered = value.encode("utf-8", "replace") if isinstance(value, str) else bytes(value)
         if len(given) != 1 or not hmac.compare_digest(offered, self._expected):
-            return _refusal(handler, "invalid bearer token")
+            return self._refuse(handler, "invalid bearer token")
         return handler
+
+    def _refuse(self, handler: _Handler, reason: str) -> _Handler:
+        if self._on_refused is not None:
+            self._on_refused()
+        return _refusal(handler, reason)
 
 
 def daemon_credentials(

@@ -18,6 +18,8 @@ the address and the tables::
     tls_cert_file = "/etc/replay/server.pem"   # TLS (optional): certificate chain
     tls_key_file = "/etc/replay/server.key"    # and private key
     tls_client_ca_file = "/etc/replay/ca.pem"  # mutual TLS (optional): CA of client certs
+    metrics_port = 9090                  # Prometheus metrics at /metrics (optional;
+                                         # --metrics-port; 0: any free port)
 
     [[tables]]
     name = "replay"
@@ -25,6 +27,7 @@ the address and the tables::
     remover = {kind = "fifo"}
     max_size = 1_000_000
     max_times_sampled = 0
+    max_bytes = 8_589_934_592            # optional: evict once the chunks pass 8 GiB
 
     [tables.rate_limiter]
     kind = "sample_to_insert_ratio"
@@ -293,6 +296,7 @@ def tables_from_config(config: Mapping[str, Any]) -> list[Table]:
                 "max_times_sampled",
                 "rate_limiter",
                 "signature",
+                "max_bytes",
             ],
             where,
         )
@@ -305,6 +309,9 @@ def tables_from_config(config: Mapping[str, Any]) -> list[Table]:
         max_size = _field(entry, "max_size", where, int)
         if max_size <= 0:
             raise ConfigError(f"{where}.max_size: must be a positive integer, got {max_size}")
+        max_bytes = _field(entry, "max_bytes", where, int, None)
+        if max_bytes is not None and max_bytes <= 0:
+            raise ConfigError(f"{where}.max_bytes: must be a positive integer, got {max_bytes}")
         tables.append(
             Table(
                 name=name,
@@ -318,6 +325,7 @@ def tables_from_config(config: Mapping[str, Any]) -> list[Table]:
                 signature=_signature(entry["signature"], f"{where}.signature")
                 if "signature" in entry
                 else None,
+                max_bytes=max_bytes,
             )
         )
     return tables
@@ -349,6 +357,7 @@ def load_config(path: str) -> dict[str, Any]:
             "on_checkpoint_mismatch",
             "limits",
             "log_level",
+            "metrics_port",
             *_CREDENTIAL_KEYS,
         ],
         "config",
@@ -403,6 +412,17 @@ def log_level(flag: str | None, config: Mapping[str, Any]) -> int:
     if name.lower() not in LOG_LEVELS:
         raise ConfigError(f"config.log_level: one of {', '.join(LOG_LEVELS)}, got {name!r}")
     return LOG_LEVELS[name.lower()]
+
+
+def metrics_port(flag: int | None, config: Mapping[str, Any]) -> int | None:
+    """The metrics port: ``--metrics-port``, else the config's ``metrics_port``, else
+    None (no metrics)."""
+    port: int | None = (
+        flag if flag is not None else _field(config, "metrics_port", "config", int, None)
+    )
+    if port is not None and not 0 <= port <= 65535:
+        raise ConfigError(f"config.metrics_port: must be in 0..65535, got {port}")
+    return port
 
 
 def port_from_config(config: Mapping[str, Any]) -> int:
@@ -515,6 +535,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT})")
     parser.add_argument("--checkpoint_dir", help="checkpoint directory (overrides the config's)")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics at /metrics on this port (config key metrics_port)",
+    )
     for key in _CREDENTIAL_KEYS:
         parser.add_argument(f"--{key.replace('_', '-')}", metavar="PATH", help=f"config's {key}")
     parser.add_argument(
@@ -547,6 +573,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         port = args.port if args.port is not None else config_port
         checkpoints = CheckpointSettings(config)
         limits = limits_from_config(config)
+        metrics = metrics_port(args.metrics_port, config)
         token, tls = _auth.daemon_credentials(
             *(
                 getattr(args, key) or _field(config, key, "config", str, None)
@@ -571,6 +598,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             limits=limits,
             token=token,
             tls=tls,
+            metrics_port=metrics,
         )
     except (ValueError, OSError) as error:
         print(f"reverb_py.server: {_one_line(error)}", file=sys.stderr)
@@ -592,6 +620,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     try:
         _logger.info("serving on %s (implementation: %s)", server.address, _impl.IMPLEMENTATION)
+        if server.metrics_port is not None:
+            _logger.info("metrics on port %d at /metrics", server.metrics_port)
         for table in tables:
             _logger.info("table %r: %r", table.name, table)
         while not received:

@@ -9,8 +9,8 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
@@ -21,6 +21,7 @@ from reverb_py.server._chunks import parse_chunk
 from reverb_py.server._health import Health
 from reverb_py.server._limits import ServerLimits
 from reverb_py.server._logs import log_checkpoint
+from reverb_py.server._metrics import MetricsHTTPServer, ServerMetrics
 from reverb_py.server._service import ReverbServicer
 from reverb_py.table import Table
 
@@ -41,6 +42,10 @@ _OPTIONS = [
 _MISMATCH_POLICIES = ("warn", "refuse")
 # How long a stopping server waits for the handlers of its cancelled calls to finish.
 _HANDLER_DRAIN_S = 1.0
+# How long a scrape waits for the server's loop to read the tables.
+_SCRAPE_TIMEOUT_S = 10.0
+
+T = TypeVar("T")
 
 # Servers still serving. They are stopped when the interpreter exits (before it freezes
 # the loop threads), so a script that never calls stop() still exits.
@@ -98,6 +103,10 @@ class Server:
         file ``$REVERB_PY_TOKEN_FILE`` names, else no token; ``""``: no token.
       tls: The server's certificate and key (:class:`ServerTLS`, optionally with the
         CA of client certificates for mutual TLS); None: plaintext, as Reverb.
+      metrics_port: Serve Prometheus metrics over HTTP at ``/metrics`` on this port, on
+        the same interface as the server: 0 picks a free one (see
+        :attr:`metrics_port`); None (the default): no metrics, nothing listens. The
+        metrics are read-only and need no token.
 
     A server that is never stopped is stopped when the interpreter exits.
 
@@ -125,6 +134,7 @@ class Server:
         limits: ServerLimits | None = None,
         token: str | None = None,
         tls: _auth.ServerTLS | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         if tls is not None and not isinstance(tls, _auth.ServerTLS):
             raise TypeError(f"tls must be a ServerTLS or None, got {type(tls).__name__}")
@@ -136,6 +146,8 @@ class Server:
         if not tables:
             raise ValueError("At least one table must be provided")
         port = _check_port(port)
+        if metrics_port is not None:
+            metrics_port = _check_port(metrics_port)
         host = _auth.resolve_host(host)
         if on_checkpoint_mismatch not in _MISMATCH_POLICIES:
             raise ValueError(
@@ -156,12 +168,26 @@ class Server:
         self._stopped = threading.Event()
         self._stop_lock = threading.Lock()
         self._loop_thread = LoopThread(name="reverb_py-server")
+        self._metrics: ServerMetrics | None = None
+        self._metrics_http: MetricsHTTPServer | None = None
+        if metrics_port is not None:
+            self._metrics = ServerMetrics(self._tables, self._run_on_loop)
         try:
             self._port = self._loop_thread.run(self._start(host, port))
         except BaseException:
             self._stopped.set()
             self._loop_thread.stop()
             raise
+        if self._metrics is not None and metrics_port is not None:
+            try:
+                self._metrics_http = MetricsHTTPServer(self._metrics.registry, host, metrics_port)
+            except BaseException:
+                self._stopped.set()
+                try:
+                    self._loop_thread.run(self._stop(None))
+                finally:
+                    self._loop_thread.stop()
+                raise
         _serving.add(self)
         warning = _auth.exposure_warning(
             host,
@@ -214,7 +240,16 @@ class Server:
         return self._checkpointer
 
     async def _start(self, host: str, port: int) -> int:
-        interceptors = [] if self._token is None else [_auth.TokenInterceptor(self._token)]
+        on_refused = None
+        if self._metrics is not None:
+            metrics = self._metrics
+
+            def on_refused() -> None:
+                metrics.call_failed(grpc.StatusCode.UNAUTHENTICATED)
+
+        interceptors = (
+            [] if self._token is None else [_auth.TokenInterceptor(self._token, on_refused)]
+        )
         self._grpc_server = grpc.aio.server(
             options=_OPTIONS + self._limits.grpc_options(), interceptors=interceptors
         )
@@ -224,6 +259,8 @@ class Server:
             limits=self._limits,
         )
         self._servicer = servicer
+        if self._metrics is not None:
+            self._metrics.attach(servicer)
         self._grpc_server.add_generic_rpc_handlers((servicer.handler(),))
         self._health = Health(self._grpc_server)
         await self._health.not_serving()
@@ -246,6 +283,19 @@ class Server:
         # The checkpoint was loaded before the server started: it serves from now on.
         await self._health.serving()
         return bound
+
+    def _run_on_loop(self, function: Callable[[], T]) -> T:
+        """Runs ``function`` on the server's loop (from another thread); its result."""
+
+        async def call() -> T:
+            return function()
+
+        return self._loop_thread.run(call(), timeout=_SCRAPE_TIMEOUT_S)
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port of the metrics (``/metrics``), or None when there are none."""
+        return None if self._metrics_http is None else self._metrics_http.port
 
     @property
     def limits(self) -> ServerLimits:
@@ -286,12 +336,16 @@ class Server:
                 return
             _serving.discard(self)
             try:
+                if self._metrics_http is not None:
+                    self._metrics_http.stop()
                 self._loop_thread.run(self._stop(grace))
             finally:
                 self._loop_thread.stop()
                 self._stopped.set()
 
     async def _stop(self, grace: float | None) -> None:
+        if self._metrics is not None:
+            self._metrics.detach()
         await self._health.stopping()
         for table in self._tables:
             table.close()

@@ -17,7 +17,7 @@ import secrets
 import time
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -31,6 +31,9 @@ from reverb_py.server._limits import ServerLimits, describe_bytes
 from reverb_py.server._logs import log_call_error, log_checkpoint
 from reverb_py.server._replies import InsertRequest, parse_insert_request, sample_responses
 from reverb_py.table import Item, Table
+
+if TYPE_CHECKING:
+    from reverb_py.server._metrics import ServerMetrics
 
 __all__ = ["ReverbServicer"]
 
@@ -69,7 +72,11 @@ class ReverbServicer:
         self.limits = limits if limits is not None else ServerLimits()
         # Insert and sample streams open now, and the chunk bytes insert streams keep.
         self.open_streams = 0
+        self.streams_by_method = {"InsertStream": 0, "SampleStream": 0}
         self.held_chunk_bytes = 0
+        # The server's metrics, when it has them (failed calls and checkpoints are
+        # counted as they happen).
+        self.metrics: ServerMetrics | None = None
         self._checkpoint_lock = asyncio.Lock()
         token = secrets.randbits(128)
         self._tables_state_id = schema_pb2.Uint128(high=token >> 64, low=token & (2**64 - 1))
@@ -137,10 +144,25 @@ class ReverbServicer:
         self, context: grpc.aio.ServicerContext[Any, Any], error: BaseException
     ) -> None:
         code = status_for_error(error)
-        log_call_error(context, code, str(error))
+        self.call_failed(context, code, str(error))
         await context.abort(code, str(error))
 
-    def _open_stream(self) -> None:
+    def call_failed(
+        self, context: grpc.aio.ServicerContext[Any, Any], code: grpc.StatusCode, message: str
+    ) -> None:
+        """Logs (and counts, with metrics) a call about to end with ``code``."""
+        log_call_error(context, code, message)
+        if self.metrics is not None:
+            self.metrics.call_failed(code)
+
+    def live_chunk_bytes(self) -> int:
+        """The bytes of every chunk the server holds (tables, insert streams), each once.
+
+        PERF(live-chunk-bytes): O(chunks held), on a scrape only.
+        """
+        return sum(len(chunk.data) for chunk in list(self._live_chunks.values()))
+
+    def _open_stream(self, method: str) -> None:
         """Counts a stream in; past ``max_streams`` it is refused."""
         limit = self.limits.max_streams
         if limit is not None and self.open_streams >= limit:
@@ -149,6 +171,7 @@ class ReverbServicer:
                 f"(ServerLimits.max_streams={limit}): try again later."
             )
         self.open_streams += 1
+        self.streams_by_method[method] += 1
 
     # ------------------------------------------------------------ unary
 
@@ -206,7 +229,7 @@ class ReverbServicer:
         except errors.ReverbError as error:
             await self._abort(context, error)
         except (OSError, ValueError) as error:
-            log_call_error(context, grpc.StatusCode.INTERNAL, f"Checkpoint failed: {error}")
+            self.call_failed(context, grpc.StatusCode.INTERNAL, f"Checkpoint failed: {error}")
             await context.abort(grpc.StatusCode.INTERNAL, f"Checkpoint failed: {error}")
         return reverb_service_pb2.CheckpointResponse(checkpoint_path=path)
 
@@ -223,7 +246,13 @@ class ReverbServicer:
             items = sum(len(table) for table in self._tables.values())
             loop = asyncio.get_running_loop()
             path: str = await loop.run_in_executor(None, self._checkpointer.save, snapshots)
-            log_checkpoint("written to", path, time.monotonic() - started, len(snapshots), items)
+            seconds = time.monotonic() - started
+            log_checkpoint("written to", path, seconds, len(snapshots), items)
+            if self.metrics is not None:
+                from reverb_py.server._metrics import directory_bytes
+
+                size = await loop.run_in_executor(None, directory_bytes, path)
+                self.metrics.checkpoint_written(seconds, size, items)
             return path
 
     async def InitializeConnection(  # noqa: N802
@@ -251,7 +280,7 @@ class ReverbServicer:
         context: grpc.aio.ServicerContext[bytes, reverb_service_pb2.InsertStreamResponse],
     ) -> None:
         try:
-            self._open_stream()
+            self._open_stream("InsertStream")
         except errors.ReverbError as error:
             await self._abort(context, error)
         stream = _InsertStream(self, context)
@@ -260,6 +289,7 @@ class ReverbServicer:
         finally:
             stream.release()
             self.open_streams -= 1
+            self.streams_by_method["InsertStream"] -= 1
 
     # ------------------------------------------------------------ sample
 
@@ -269,13 +299,14 @@ class ReverbServicer:
         context: grpc.aio.ServicerContext[bytes, bytes],
     ) -> None:
         try:
-            self._open_stream()
+            self._open_stream("SampleStream")
         except errors.ReverbError as error:
             await self._abort(context, error)
         try:
             await self._sample_stream(request_iterator, context)
         finally:
             self.open_streams -= 1
+            self.streams_by_method["SampleStream"] -= 1
 
     async def _sample_stream(
         self, request_iterator: Any, context: grpc.aio.ServicerContext[bytes, bytes]
@@ -387,7 +418,10 @@ class _InsertStream:
                 # cancelled in the middle of a write would leave the call without a status.
                 await self._stop_writer(writer)
         if failure is not None:
-            await self._context.abort(status_for_error(failure), str(failure))
+            code = status_for_error(failure)
+            if self._servicer.metrics is not None:
+                self._servicer.metrics.call_failed(code)
+            await self._context.abort(code, str(failure))
 
     @staticmethod
     async def _stop_writer(writer: asyncio.Future[None]) -> None:
