@@ -12,6 +12,7 @@
 #   make bench    run the benchmarks in benchmarks/ and write their JSON results
 #   make interop  test against the real dm-reverb 0.14 (installed into .venv-reverb)
 #   make test-packaging  build the sdist and a wheel, install them into fresh venvs
+#   make test-browser  the status page in headless Chromium (needs `chromium`)
 #   make fuzz     the hostile-input suite with 1,000 cases per test (minutes)
 #   make soak     actors and a learner on one server for 3 minutes; memory must stay flat
 #   make test-frameworks  the TensorFlow, PyTorch and JAX tests (installed into
@@ -126,6 +127,12 @@ test-beside-reverb: $(VENV)/.installed $(REVERB_VENV)/.installed
 	$(BESIDE_VENV)/bin/python -m pip install --quiet build/beside-reverb/reverb_py-*.whl
 	$(BESIDE_VENV)/bin/python -m pip check
 	cd build && $(abspath $(BESIDE_VENV))/bin/python $(abspath tests/packaging/beside_dm_reverb.py)
+
+# The status page rendered by headless Chromium (Debian's `chromium`; CI installs it).
+test-browser: build
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+		{ echo "reverb_py: make test-browser needs chromium (apt-get install chromium)"; exit 1; }
+	REVERB_PY_BROWSER_TESTS=1 $(PY) -m pytest tests/browser -p no:cacheprovider $(PYTEST_ARGS)
 
 # Longer runs of the hostile-input suite and a soak; outside `make test` and CI.
 fuzz: build

@@ -26,6 +26,9 @@ collect_ignore = [] if os.environ.get("REVERB_PY_DM_REVERB_PYTHON") else ["inter
 # TensorFlow, PyTorch and JAX live in their own environment (`make test-frameworks`).
 if not os.environ.get("REVERB_PY_FRAMEWORKS_TESTS"):
     collect_ignore.append("frameworks")
+# Headless Chromium (`make test-browser`).
+if not os.environ.get("REVERB_PY_BROWSER_TESTS"):
+    collect_ignore.append("browser")
 NO_EXTENSIONS = bool(os.environ.get("REVERB_PY_NO_EXTENSIONS"))
 
 

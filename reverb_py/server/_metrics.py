@@ -37,6 +37,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from reverb_py.server import _status_page
+
 if TYPE_CHECKING:
     import grpc
 
@@ -340,7 +342,8 @@ class _Server6(_Server):
 
 
 class MetricsHTTPServer:
-    """``/metrics`` of a registry over HTTP, from a thread of its own.
+    """``/metrics`` of a registry over HTTP, from a thread of its own, with the status
+    page at ``/`` and the ``/status.json`` it reads (:mod:`._status_page`).
 
     Args:
       registry: What to serve.
@@ -356,10 +359,20 @@ class MetricsHTTPServer:
         app = exposition.make_wsgi_app(registry)
 
         def route(environ: dict[str, Any], start_response: Any) -> Iterator[bytes]:
-            if environ.get("PATH_INFO") == "/metrics":
+            path = environ.get("PATH_INFO")
+            if path == "/metrics":
                 return iter(app(environ, start_response))
+            if path in ("/", "/index.html"):
+                start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
+                return iter([_status_page.PAGE])
+            if path == "/status.json":
+                body = _status_page.status_json(registry.collect())
+                start_response(
+                    "200 OK", [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
+                )
+                return iter([body])
             start_response("404 Not Found", [("Content-Type", "text/plain")])
-            return iter([b"Not found: the metrics are at /metrics\n"])
+            return iter([b"Not found: the status page is at /, the metrics at /metrics\n"])
 
         address = host.strip("[]")
         server_class: type[_Server] = _Server6 if ":" in address else _Server
