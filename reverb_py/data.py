@@ -27,6 +27,7 @@ from typing import Any
 
 from reverb_py import errors
 from reverb_py._client import datasets
+from reverb_py._client.credentials import ClientCredentials
 from reverb_py._codec import nest
 from reverb_py._codec.dtypes import normalize_dtype, tf_dtype_name
 from reverb_py._codec.signature import flatten_signature
@@ -111,7 +112,11 @@ def flat_specs(dtypes: Any, shapes: Any) -> list[datasets.Spec]:
 
 
 def table_specs(
-    server_address: str, table: str, timeout: float | None = None
+    server_address: str,
+    table: str,
+    timeout: float | None = None,
+    *,
+    credentials: tuple[Any, ...] = (),
 ) -> tuple[Any, Any, Any]:
     """The table's signature and its dtypes and shapes (Reverb's ``from_table_signature``).
 
@@ -119,7 +124,7 @@ def table_specs(
       ValueError: no table of that name, or a table without a signature.
       DeadlineExceededError: the server did not answer within ``timeout`` seconds.
     """
-    info = Client(server_address).server_info(timeout)
+    info = Client(server_address, *credentials).server_info(timeout)
     if table not in info:
         raise ValueError(
             f"Server at {server_address} does not contain any table named {table}. "
@@ -138,6 +143,8 @@ def validate_against_table(
     table: str,
     specs: Sequence[datasets.Spec],
     timeout: float = VALIDATION_TIMEOUT_S,
+    *,
+    credentials: tuple[Any, ...] = (),
 ) -> None:
     """Checks the requested specs against the table's signature, as Reverb's iterators do.
 
@@ -148,7 +155,7 @@ def validate_against_table(
       InvalidArgumentError: a different number of tensors, or an incompatible one.
     """
     try:
-        info = Client(server_address).server_info(timeout)
+        info = Client(server_address, *credentials).server_info(timeout)
     except errors.DeadlineExceededError:
         _logger.warning(
             "Unable to validate shapes and dtypes of new sampler for '%s' as server could "
@@ -198,7 +205,14 @@ class _SampleIterator:
         *,
         batch_size: int | None = None,
         drop_remainder: bool = False,
+        token: str | None = None,
+        root_certificates: bytes | str | None = None,
+        private_key: bytes | str | None = None,
+        certificate_chain: bytes | str | None = None,
     ) -> None:
+        # As a Client's: None reads REVERB_PY_TOKEN / REVERB_PY_TOKEN_FILE.
+        self._credential_args = (token, root_certificates, private_key, certificate_chain)
+        self._credentials = ClientCredentials(*self._credential_args)
         if (dtypes is None) != (shapes is None):
             raise ValueError("dtypes and shapes must both be given or both be None.")
         self._specs = None if dtypes is None else flat_specs(dtypes, shapes)
@@ -236,6 +250,10 @@ class _SampleIterator:
         *,
         batch_size: int | None = None,
         drop_remainder: bool = False,
+        token: str | None = None,
+        root_certificates: bytes | str | None = None,
+        private_key: bytes | str | None = None,
+        certificate_chain: bytes | str | None = None,
     ) -> Any:
         """An iterator whose dtypes and shapes are the table's signature.
 
@@ -244,7 +262,10 @@ class _SampleIterator:
           DeadlineExceededError: the server did not answer within
             ``get_signature_timeout_secs``.
         """
-        _, dtypes, shapes = table_specs(server_address, table, get_signature_timeout_secs)
+        credentials = (token, root_certificates, private_key, certificate_chain)
+        _, dtypes, shapes = table_specs(
+            server_address, table, get_signature_timeout_secs, credentials=credentials
+        )
         return cls(
             server_address,
             table,
@@ -257,6 +278,10 @@ class _SampleIterator:
             max_samples,
             batch_size=batch_size,
             drop_remainder=drop_remainder,
+            token=token,
+            root_certificates=root_certificates,
+            private_key=private_key,
+            certificate_chain=certificate_chain,
         )
 
     @property
@@ -287,12 +312,15 @@ class _SampleIterator:
 
     def _start(self) -> Iterator[ReplaySample]:
         if self._specs is not None:
-            validate_against_table(self._server_address, self._table, self._specs)
+            validate_against_table(
+                self._server_address, self._table, self._specs, credentials=self._credential_args
+            )
         sampler = datasets.Sampler(
             self._server_address,
             self._table,
             self._options,
             copy=self._batch_size is None,
+            credentials=self._credentials,
         )
         shape = datasets.timesteps if self._timesteps else datasets.trajectories
         self._sampler = sampler

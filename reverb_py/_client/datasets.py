@@ -38,6 +38,7 @@ from reverb_py._client.channel import (
     identity,
     shared_loop_thread,
 )
+from reverb_py._client.credentials import ClientCredentials
 from reverb_py._client.sampling import Decoded, SampleAssembler
 from reverb_py._codec.dtypes import tf_dtype_name
 from reverb_py._proto import reverb_service_pb2
@@ -171,11 +172,20 @@ class Sampler:
       options: the dataset options.
       copy: samples share no memory with the decoded chunks of their stream (False
         suits consumers that copy anyway, e.g. when stacking a batch).
+      credentials: TLS and the token for the streams; None: no TLS, and the token of
+        ``REVERB_PY_TOKEN`` / ``REVERB_PY_TOKEN_FILE`` if set (as a client's).
     """
 
     def __init__(
-        self, server_address: str, table: str, options: SamplerOptions, *, copy: bool = True
+        self,
+        server_address: str,
+        table: str,
+        options: SamplerOptions,
+        *,
+        copy: bool = True,
+        credentials: ClientCredentials | None = None,
     ) -> None:
+        self._credentials = credentials if credentials is not None else ClientCredentials()
         self._server_address = server_address
         self._table = table
         self._options = options
@@ -285,7 +295,7 @@ class Sampler:
 
     async def _run(self) -> None:
         self._space = asyncio.Event()
-        channel = grpc.aio.insecure_channel(self._server_address, options=channel_options())
+        channel = self._credentials.aio_channel(self._server_address, channel_options())
         try:
             workers = [
                 asyncio.ensure_future(self._worker(channel))

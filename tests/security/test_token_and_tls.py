@@ -300,3 +300,47 @@ def test_half_a_client_certificate_is_refused() -> None:
 def test_an_unreadable_pem_file_is_named(tmp_path) -> None:
     with pytest.raises(ValueError, match="missing.pem"):
         ServerTLS(str(tmp_path / "missing.pem"), b"key")
+
+
+# ---------------------------------------------------------------- datasets
+
+
+def _fill(server: Server, n: int) -> None:
+    client = reverb_py.Client(f"localhost:{server.port}", token=TOKEN)
+    for step in range(n):
+        client.insert(np.float32(step), {"t": 1.0})
+
+
+def test_a_dataset_with_the_token_samples(server: Server) -> None:
+    from reverb_py import data
+
+    _fill(server, 4)
+    with data.TrajectoryIterator(
+        f"localhost:{server.port}", "t", None, None, 2, max_samples=4, token=TOKEN
+    ) as samples:
+        assert len(list(samples)) == 4
+
+
+def test_a_dataset_reads_the_token_from_the_environment(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reverb_py import data
+
+    _fill(server, 2)
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    with data.TrajectoryIterator(
+        f"localhost:{server.port}", "t", None, None, 2, max_samples=2
+    ) as samples:
+        assert len(list(samples)) == 2
+
+
+@pytest.mark.parametrize("token", [None, WRONG])
+def test_a_dataset_without_the_right_token_is_refused(server: Server, token: str | None) -> None:
+    from reverb_py import data
+
+    _fill(server, 2)
+    with data.TrajectoryIterator(
+        f"localhost:{server.port}", "t", None, None, 2, max_samples=2, token=token
+    ) as samples:
+        with pytest.raises(errors.UnauthenticatedError):
+            list(samples)
