@@ -38,7 +38,7 @@ from reverb_py._client.channel import (
     identity,
     shared_loop_thread,
 )
-from reverb_py._client.credentials import ClientCredentials
+from reverb_py._client.credentials import ClientCredentials, explain_internal_error
 from reverb_py._client.sampling import Decoded, SampleAssembler
 from reverb_py._codec.dtypes import tf_dtype_name
 from reverb_py._proto import reverb_service_pb2
@@ -326,7 +326,8 @@ class Sampler:
                         self._ready.notify_all()
                     return
                 except errors.ReverbError as error:
-                    self._fail(error)
+                    # A stream refused for its credentials may say only INTERNAL.
+                    self._fail(await explain_internal_error(channel, error))
                     return
         except BaseException as error:
             if not isinstance(error, (asyncio.CancelledError, GeneratorExit)):
