@@ -20,12 +20,22 @@ import sys
 import cramjam
 import numpy as np
 
+from cpython.bytearray cimport PyByteArray_AS_STRING
+from cpython.buffer cimport PyBUF_WRITE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.string cimport memcpy
 
-__all__ = ["assemble_plain", "decode_chunk_bytes", "read_info", "split_response"]
+__all__ = [
+    "BatchFiller",
+    "assemble_plain",
+    "decode_chunk_bytes",
+    "read_info",
+    "split_response",
+    "unsnappy",
+]
 
 cdef object _decompress_into = cramjam.snappy.decompress_raw_into
 cdef object _decompressed_len = cramjam.snappy.decompress_raw_len
@@ -194,96 +204,220 @@ def split_response(bytes data):
     return entries
 
 
-cdef object _shape(const unsigned char* at, const unsigned char* end, int64_t* count):
-    """A ``TensorShapeProto``'s dims as a tuple (fully defined), or None."""
+cdef enum:
+    _MAX_DIMS = 8          # dims of a chunk's tensor
+    _MAX_TENSORS = 256     # tensors in the chunks of one entry
+    _MAX_CHUNKS = 256      # chunks in one entry
+    _MAX_SLICES = 1024     # slices of one sample's columns
+    _MAX_COLUMNS = 256     # columns of one sample
+    _SMALL_TENSOR = 4096   # decompressed bytes below which `_unsnappy` is used
+    _ALIGNMENT = 64        # of a batch's arrays
+
+cdef struct _TensorRef:
+    int64_t dtype
+    int64_t itemsize
+    int ndim
+    int64_t dims[_MAX_DIMS]
+    int64_t nbytes
+    const unsigned char* content
+    uint64_t content_length
+
+cdef struct _ChunkRef:
+    uint64_t key
+    int first
+    int count
+
+cdef struct _SliceRef:
+    uint64_t key
+    int64_t offset
+    int64_t length
+    int64_t index
+
+cdef struct _ColumnRef:
+    bint squeeze
+    int first
+    int count
+
+# Item sizes of the numeric TensorFlow DataTypes of _DTYPES (0: not numeric).
+cdef int64_t _ITEMSIZE[32]
+_ITEMSIZE[:] = [0] * 32
+for _number, _dtype in _DTYPES.items():
+    _ITEMSIZE[_number] = _dtype.itemsize
+
+
+cdef inline bint _unsnappy(const unsigned char* src, uint64_t src_length,
+                           unsigned char* dst, uint64_t dst_length) noexcept:
+    """Decompresses snappy's raw format into exactly ``dst_length`` bytes.
+
+    False for anything else: a length header that differs, a truncated element, a copy
+    reaching before the start or past the end. Never reads or writes out of bounds.
+    """
+    cdef const unsigned char* end = src + src_length
+    cdef uint64_t length, offset, written = 0, index
+    cdef unsigned char tag
+    cdef int extra
+    if not _varint(&src, end, &length) or length != dst_length:
+        return False
+    while src < end:
+        tag = src[0]
+        src += 1
+        if (tag & 3) == 0:
+            length = tag >> 2
+            if length >= 60:
+                extra = <int>length - 59
+                if end - src < extra:
+                    return False
+                length = 0
+                for index in range(<uint64_t>extra):
+                    length |= (<uint64_t>src[index]) << (8 * index)
+                src += extra
+            length += 1
+            if length > <uint64_t>(end - src) or length > dst_length - written:
+                return False
+            memcpy(dst + written, src, length)
+            src += length
+            written += length
+            continue
+        if (tag & 3) == 1:
+            if end - src < 1:
+                return False
+            length = 4 + ((tag >> 2) & 7)
+            offset = ((<uint64_t>(tag >> 5)) << 8) | src[0]
+            src += 1
+        elif (tag & 3) == 2:
+            if end - src < 2:
+                return False
+            length = 1 + (tag >> 2)
+            offset = (<uint64_t>src[0]) | ((<uint64_t>src[1]) << 8)
+            src += 2
+        else:
+            if end - src < 4:
+                return False
+            length = 1 + (tag >> 2)
+            offset = ((<uint64_t>src[0]) | ((<uint64_t>src[1]) << 8)
+                      | ((<uint64_t>src[2]) << 16) | ((<uint64_t>src[3]) << 24))
+            src += 4
+        if offset == 0 or offset > written or length > dst_length - written:
+            return False
+        if offset >= length:
+            memcpy(dst + written, dst + written - offset, length)
+        else:
+            for index in range(length):
+                dst[written + index] = dst[written - offset + index]
+        written += length
+    return written == dst_length
+
+
+cdef bint _parse_shape(const unsigned char* at, const unsigned char* end,
+                       _TensorRef* tensor) noexcept:
     cdef uint64_t tag, length, value
     cdef const unsigned char* dim_end
-    cdef list dims = []
     cdef int64_t size, total = 1
     cdef bint seen
+    tensor.ndim = 0
     while at < end:
         if not _tag(&at, end, &tag):
-            return None
+            return False
         if tag == 0x12:
             if not _length(&at, end, &length):
-                return None
+                return False
             dim_end = at + length
             size = 0
             seen = False
             while at < dim_end:
                 if not _tag(&at, dim_end, &tag):
-                    return None
+                    return False
                 if tag == 0x08:
                     if seen or not _varint(&at, dim_end, &value):
-                        return None
+                        return False
                     size = <int64_t>value
                     seen = True
                 elif tag == 0x12:
                     if not _length(&at, dim_end, &value) or not _utf8(at, value):
-                        return None
+                        return False
                     at += value
                 else:
-                    return None
+                    return False
             if size < 0 or (size and total > _MAX_BYTES // size):
-                return None
+                return False
+            if tensor.ndim >= _MAX_DIMS:
+                return False
             total *= size
-            dims.append(size)
+            tensor.dims[tensor.ndim] = size
+            tensor.ndim += 1
         elif tag == 0x18:
             if not _varint(&at, end, &value) or value:
-                return None
+                return False
         else:
-            return None
-    count[0] = total
-    return tuple(dims)
+            return False
+    tensor.nbytes = total
+    return True
+
+
+cdef bint _parse_tensor(const unsigned char* at, const unsigned char* end,
+                        _TensorRef* tensor) noexcept:
+    """A plain numeric ``TensorProto``: its dtype, dims and snappy content."""
+    cdef uint64_t tag, length, dtype = 0
+    cdef unsigned char empty = 0
+    cdef bint seen_dtype = False, seen_shape = False, seen_content = False
+    tensor.ndim = 0
+    tensor.nbytes = 1
+    tensor.content = NULL
+    tensor.content_length = 0
+    while at < end:
+        if not _tag(&at, end, &tag):
+            return False
+        if tag == 0x08:
+            if seen_dtype or not _varint(&at, end, &dtype):
+                return False
+            seen_dtype = True
+        elif tag == 0x12:
+            if seen_shape or not _length(&at, end, &length):
+                return False
+            if not _parse_shape(at, at + length, tensor):
+                return False
+            seen_shape = True
+            at += length
+        elif tag == 0x22:
+            if seen_content or not _length(&at, end, &length):
+                return False
+            tensor.content = at
+            tensor.content_length = length
+            seen_content = True
+            at += length
+        else:
+            return False
+    if dtype >= 32 or _ITEMSIZE[dtype] == 0:
+        return False
+    tensor.dtype = <int64_t>dtype
+    tensor.itemsize = _ITEMSIZE[dtype]
+    if tensor.nbytes > _MAX_BYTES // tensor.itemsize:
+        return False
+    tensor.nbytes *= tensor.itemsize
+    if tensor.nbytes == 0:
+        # No content, or content that decompresses to nothing.
+        return tensor.content_length == 0 or _unsnappy(
+            tensor.content, tensor.content_length, &empty, 0)
+    return tensor.content_length != 0
 
 
 cdef object _tensor(object data, const unsigned char* base, const unsigned char* at,
                     const unsigned char* end):
     """A plain numeric ``TensorProto``'s array, or None."""
-    cdef uint64_t tag, length, value
-    cdef uint64_t dtype = 0
-    cdef object shape = ()
-    cdef int64_t count = 1, expected
-    cdef Py_ssize_t content_start = 0, content_length = 0
-    cdef bint seen_dtype = False, seen_shape = False, seen_content = False
-    while at < end:
-        if not _tag(&at, end, &tag):
-            return None
-        if tag == 0x08:
-            if seen_dtype or not _varint(&at, end, &dtype):
-                return None
-            seen_dtype = True
-        elif tag == 0x12:
-            if seen_shape or not _length(&at, end, &length):
-                return None
-            shape = _shape(at, at + length, &count)
-            if shape is None:
-                return None
-            seen_shape = True
-            at += length
-        elif tag == 0x22:
-            if seen_content or not _length(&at, end, &length):
-                return None
-            content_start = at - base
-            content_length = length
-            seen_content = True
-            at += length
-        else:
-            return None
-    numpy_dtype = _DTYPES.get(dtype)
-    if numpy_dtype is None:
+    cdef _TensorRef tensor
+    cdef int dim
+    cdef Py_ssize_t start
+    if not _parse_tensor(at, end, &tensor):
         return None
-    expected = count * (<int64_t>numpy_dtype.itemsize)
-    if expected > _MAX_BYTES:
-        return None
-    out = _empty(shape, numpy_dtype)
-    if content_length == 0:
-        return out if expected == 0 else None
-    content = memoryview(data)[content_start : content_start + content_length]
+    out = _empty(tuple([tensor.dims[dim] for dim in range(tensor.ndim)]), _DTYPES[tensor.dtype])
+    if tensor.nbytes == 0:
+        return out
+    start = tensor.content - base
+    content = memoryview(data)[start : start + <Py_ssize_t>tensor.content_length]
     try:
-        if _decompressed_len(content) != expected:
+        if _decompressed_len(content) != tensor.nbytes:
             return None
-        if _decompress_into(content, out.reshape(-1).data) != expected:
+        if _decompress_into(content, out.reshape(-1).data) != tensor.nbytes:
             return None
     except Exception:
         return None
@@ -561,3 +695,547 @@ def assemble_plain(bytes data, object cache, Py_ssize_t capacity, object info_cl
             )
         )
     return done
+
+
+# ------------------------------------------------------------------ batches
+#
+# PERF(sample-batch): a learner asking for batches gets its samples written straight
+# into the batch's arrays: a plain sample's columns are decompressed into their rows and
+# its info into the info arrays, with no Python object per sample (the per-sample path
+# above makes ~20). Tiny tensors are decompressed by `_unsnappy` below, because one call
+# of cramjam costs more than decompressing them; tensors of _SMALL_TENSOR bytes or more
+# go through cramjam.
+
+def unsnappy(data, Py_ssize_t length):
+    """``data`` (snappy's raw format) decompressed to ``length`` bytes, or None.
+
+    The decoder of the batch path, exposed for its parity test against cramjam."""
+    cdef const unsigned char[::1] view = data
+    out = bytearray(length)
+    cdef unsigned char[::1] target = out
+    cdef const unsigned char* src = &view[0] if view.shape[0] else <const unsigned char*>""
+    cdef unsigned char* dst = &target[0] if length else <unsigned char*>NULL
+    cdef unsigned char dummy = 0
+    if dst == NULL:
+        dst = &dummy
+    if not _unsnappy(src, view.shape[0], dst, length):
+        return None
+    return bytes(out)
+
+
+cdef bint _parse_chunk(const unsigned char* at, const unsigned char* end,
+                       _ChunkRef* chunk, _TensorRef* tensors, int* used) noexcept:
+    """A plain chunk's key and tensors (appended to ``tensors`` from ``used``)."""
+    cdef uint64_t tag, length, value
+    cdef const unsigned char* tensors_start = NULL
+    cdef const unsigned char* tensors_end = NULL
+    cdef bint seen_key = False
+    chunk.key = 0
+    while at < end:
+        if not _tag(&at, end, &tag):
+            return False
+        if tag == 0x08:
+            if seen_key or not _varint(&at, end, &chunk.key):
+                return False
+            seen_key = True
+        elif tag == 0x2A:
+            if tensors_start != NULL or not _length(&at, end, &length):
+                return False
+            tensors_start = at
+            tensors_end = at + length
+            at += length
+        elif tag == 0x20:
+            if not _varint(&at, end, &value) or value:
+                return False  # Delta encoding: the per-sample path.
+        elif tag == 0x12:
+            if not _length(&at, end, &length) or not _valid_message(at, at + length):
+                return False
+            at += length
+        elif tag == 0x30 or tag == 0x38:
+            if not _skip(&at, end, tag):
+                return False
+        else:
+            return False
+    if tensors_start == NULL:
+        return False
+    chunk.first = used[0]
+    chunk.count = 0
+    at = tensors_start
+    while at < tensors_end:
+        if not _tag(&at, tensors_end, &tag) or tag != 0x0A:
+            return False
+        if not _length(&at, tensors_end, &length):
+            return False
+        if used[0] >= _MAX_TENSORS:
+            return False
+        if not _parse_tensor(at, at + length, &tensors[used[0]]):
+            return False
+        used[0] += 1
+        chunk.count += 1
+        at += length
+    return chunk.count > 0
+
+
+cdef object _aligned(tuple shape, object dtype, int64_t nbytes):
+    """An array whose data starts on a 64-byte boundary: JAX's CPU devices then use it
+    in place (``jax.device_put`` copies any other)."""
+    buffer = _empty(nbytes + _ALIGNMENT, np.uint8)
+    cdef size_t address = <size_t>buffer.ctypes.data
+    cdef Py_ssize_t offset = (_ALIGNMENT - address % _ALIGNMENT) % _ALIGNMENT
+    return buffer[offset : offset + nbytes].view(dtype).reshape(shape)
+
+
+cdef class BatchFiller:
+    """Writes the plain samples of a stream's responses into batches of ``capacity``
+    (the first of ``first`` when given: the rest of a batch begun elsewhere).
+
+    :meth:`add` takes a response's bytes; it writes each entry that is a whole plain
+    sample (its info, its chunks, ``end_of_sequence``; plain numeric chunks; every
+    column made of slices of one dtype and step shape) into the current batch, and
+    stops at the first entry that is not, or whose columns differ from the batch's.
+    It returns ``(batches, consumed)``: the batches it filled, as ``(info, columns,
+    rows)`` with ``info`` a ``info_class`` of one array per field and ``columns`` one
+    array per column (rows along the first axis), and how many bytes of ``data`` it
+    read (whole entries; the rest is for the per-sample path, and its samples follow
+    this filler's). A sample whose columns differ from the batch's ends the batch
+    (:meth:`flush`). :meth:`flush` returns the batch being filled (fewer rows), or None.
+
+    Raises:
+      InvalidArgumentError: (from :meth:`add`) a plain tensor whose data does not
+        decompress to its size. The samples before it are kept.
+    """
+
+    cdef Py_ssize_t _capacity
+    cdef Py_ssize_t _block
+    cdef Py_ssize_t _next
+    cdef object _info_class
+    cdef object _error_class
+    cdef Py_ssize_t _rows
+    cdef int _columns
+    # The current batch: its arrays and each column's dtype, step shape, row layout.
+    cdef list _arrays
+    cdef list _info_arrays
+    cdef unsigned char* _data[_MAX_COLUMNS]
+    cdef int64_t _row_bytes[_MAX_COLUMNS]
+    cdef int64_t _dtype[_MAX_COLUMNS]
+    cdef bint _squeeze[_MAX_COLUMNS]
+    cdef int _ndim[_MAX_COLUMNS]
+    cdef int64_t _dims[_MAX_COLUMNS][_MAX_DIMS + 1]
+    cdef uint64_t* _keys
+    cdef double* _probabilities
+    cdef int64_t* _table_sizes
+    cdef double* _priorities
+    cdef int32_t* _times_sampled
+    # One entry's pieces.
+    cdef _TensorRef _tensors[_MAX_TENSORS]
+    cdef _ChunkRef _chunks[_MAX_CHUNKS]
+    cdef _SliceRef _slices[_MAX_SLICES]
+    cdef _ColumnRef _layout[_MAX_COLUMNS]
+    # The entry's columns as it would write them.
+    cdef int64_t _s_dtype[_MAX_COLUMNS]
+    cdef int _s_ndim[_MAX_COLUMNS]
+    cdef int64_t _s_dims[_MAX_COLUMNS][_MAX_DIMS + 1]
+    cdef int64_t _s_row_bytes[_MAX_COLUMNS]
+    cdef object _scratch
+
+    def __cinit__(self, Py_ssize_t capacity, object info_class, object error_class,
+                  Py_ssize_t first=0):
+        if capacity < 1:
+            raise ValueError("capacity must be positive")
+        self._capacity = capacity
+        self._block = capacity
+        self._next = first if 0 < first < capacity else capacity
+        self._info_class = info_class
+        self._error_class = error_class
+        self._rows = 0
+        self._columns = -1
+        self._arrays = None
+        self._info_arrays = None
+        self._scratch = bytearray()
+
+    @property
+    def rows(self):
+        """Samples in the batch being filled."""
+        return self._rows
+
+    def flush(self):
+        """The batch being filled, as ``(info, columns, rows)``, or None when empty."""
+        cdef Py_ssize_t rows = self._rows
+        if self._columns < 0 or rows == 0:
+            self._columns = -1
+            return None
+        arrays = self._arrays
+        infos = self._info_arrays
+        self._columns = -1
+        self._rows = 0
+        self._arrays = None
+        self._info_arrays = None
+        if rows == self._block:
+            return (self._info_class(*infos), arrays, rows)
+        return (
+            self._info_class(*[array[:rows] for array in infos]),
+            [array[:rows] for array in arrays],
+            rows,
+        )
+
+    cdef bint _read_info(self, const unsigned char* at, const unsigned char* end,
+                         uint64_t* key, double* probability, int64_t* table_size,
+                         double* priority, int32_t* times_sampled, int* columns) noexcept:
+        cdef const unsigned char* item_end
+        cdef const unsigned char* trajectory_end = NULL
+        cdef const unsigned char* trajectory = NULL
+        cdef const unsigned char* column_end
+        cdef uint64_t tag, length, value
+        cdef bint seen_item = False
+        cdef int slices = 0, count = 0
+        key[0] = 0
+        probability[0] = 0.0
+        table_size[0] = 0
+        priority[0] = 0.0
+        times_sampled[0] = 0
+        while at < end:
+            if not _tag(&at, end, &tag):
+                return False
+            if tag == 0x0A:
+                if seen_item or not _length(&at, end, &length):
+                    return False
+                seen_item = True
+                item_end = at + length
+                while at < item_end:
+                    if not _tag(&at, item_end, &tag):
+                        return False
+                    if tag == 0x08:
+                        if not _varint(&at, item_end, key):
+                            return False
+                    elif tag == 0x29:
+                        if not _fixed64(&at, item_end, priority):
+                            return False
+                    elif tag == 0x30:
+                        if not _varint(&at, item_end, &value):
+                            return False
+                        times_sampled[0] = <int32_t>value
+                    elif tag == 0x12:
+                        if not _length(&at, item_end, &length) or not _utf8(at, length):
+                            return False
+                        at += length
+                    elif tag == 0x3A:
+                        if not _length(&at, item_end, &length):
+                            return False
+                        if not _valid_message(at, at + length):
+                            return False
+                        at += length
+                    elif tag == 0x42:
+                        if trajectory != NULL or not _length(&at, item_end, &length):
+                            return False
+                        trajectory = at
+                        trajectory_end = at + length
+                        at += length
+                    else:
+                        return False
+            elif tag == 0x11:
+                if not _fixed64(&at, end, probability):
+                    return False
+            elif tag == 0x18:
+                if not _varint(&at, end, &value):
+                    return False
+                table_size[0] = <int64_t>value
+            elif tag == 0x20:
+                if not _varint(&at, end, &value):
+                    return False
+            else:
+                return False
+        if trajectory == NULL:
+            return False
+        at = trajectory
+        while at < trajectory_end:
+            if not _tag(&at, trajectory_end, &tag) or tag != 0x0A:
+                return False
+            if not _length(&at, trajectory_end, &length) or count >= _MAX_COLUMNS:
+                return False
+            column_end = at + length
+            self._layout[count].squeeze = False
+            self._layout[count].first = slices
+            self._layout[count].count = 0
+            while at < column_end:
+                if not _tag(&at, column_end, &tag):
+                    return False
+                if tag == 0x0A:
+                    if not _length(&at, column_end, &length) or slices >= _MAX_SLICES:
+                        return False
+                    if not self._read_slice(at, at + length, &self._slices[slices]):
+                        return False
+                    slices += 1
+                    self._layout[count].count += 1
+                    at += length
+                elif tag == 0x10:
+                    if not _varint(&at, column_end, &value):
+                        return False
+                    self._layout[count].squeeze = value != 0
+                else:
+                    return False
+            count += 1
+        columns[0] = count
+        return count > 0
+
+    cdef bint _read_slice(self, const unsigned char* at, const unsigned char* end,
+                          _SliceRef* piece) noexcept:
+        cdef uint64_t tag, value
+        piece.key = 0
+        piece.offset = 0
+        piece.length = 0
+        piece.index = 0
+        while at < end:
+            if not _tag(&at, end, &tag) or not _varint(&at, end, &value):
+                return False
+            if tag == 0x08:
+                piece.key = value
+            elif tag == 0x10:
+                piece.offset = <int32_t>value
+            elif tag == 0x18:
+                piece.length = <int32_t>value
+            elif tag == 0x20:
+                piece.index = <int32_t>value
+            else:
+                return False
+        return True
+
+    cdef _TensorRef* _find(self, int chunks, uint64_t key, int64_t index) noexcept:
+        cdef int position
+        for position in range(chunks):
+            if self._chunks[position].key == key:
+                if index < 0 or index >= self._chunks[position].count:
+                    return NULL
+                return &self._tensors[self._chunks[position].first + index]
+        return NULL
+
+    cdef bint _shape_columns(self, int columns, int chunks) noexcept:
+        """Each column's dtype, step shape and row bytes, or False."""
+        cdef int column, position, dim
+        cdef _TensorRef* tensor
+        cdef _TensorRef* first
+        cdef _SliceRef* piece
+        cdef int64_t steps, step_bytes
+        for column in range(columns):
+            if self._layout[column].count < 1:
+                return False
+            first = NULL
+            steps = 0
+            step_bytes = 0
+            for position in range(self._layout[column].first,
+                                  self._layout[column].first + self._layout[column].count):
+                piece = &self._slices[position]
+                tensor = self._find(chunks, piece.key, piece.index)
+                if tensor == NULL or tensor.ndim < 1:
+                    return False
+                if (piece.offset < 0 or piece.length < 0
+                        or piece.offset + piece.length > tensor.dims[0]):
+                    return False
+                if first == NULL:
+                    first = tensor
+                    step_bytes = tensor.itemsize
+                    for dim in range(1, tensor.ndim):
+                        step_bytes *= tensor.dims[dim]
+                else:
+                    if tensor.dtype != first.dtype or tensor.ndim != first.ndim:
+                        return False
+                    for dim in range(1, tensor.ndim):
+                        if tensor.dims[dim] != first.dims[dim]:
+                            return False
+                steps += piece.length
+            if self._layout[column].squeeze and steps != 1:
+                return False
+            self._s_dtype[column] = first.dtype
+            self._s_row_bytes[column] = steps * step_bytes
+            if self._layout[column].squeeze:
+                self._s_ndim[column] = first.ndim - 1
+                for dim in range(1, first.ndim):
+                    self._s_dims[column][dim - 1] = first.dims[dim]
+            else:
+                self._s_ndim[column] = first.ndim
+                self._s_dims[column][0] = steps
+                for dim in range(1, first.ndim):
+                    self._s_dims[column][dim] = first.dims[dim]
+        return True
+
+    cdef bint _same_columns(self, int columns) noexcept:
+        cdef int column, dim
+        if columns != self._columns:
+            return False
+        for column in range(columns):
+            if (self._s_dtype[column] != self._dtype[column]
+                    or self._layout[column].squeeze != self._squeeze[column]
+                    or self._s_ndim[column] != self._ndim[column]):
+                return False
+            for dim in range(self._s_ndim[column]):
+                if self._s_dims[column][dim] != self._dims[column][dim]:
+                    return False
+        return True
+
+    cdef int _start(self, int columns) except -1:
+        """A new batch with the entry's columns."""
+        cdef int column, dim
+        cdef Py_ssize_t capacity = self._next
+        self._block = capacity
+        self._next = self._capacity
+        arrays = []
+        for column in range(columns):
+            shape = [capacity]
+            for dim in range(self._s_ndim[column]):
+                shape.append(self._s_dims[column][dim])
+            array = _aligned(tuple(shape), _DTYPES[self._s_dtype[column]],
+                             capacity * self._s_row_bytes[column])
+            arrays.append(array)
+            self._data[column] = <unsigned char*><size_t>array.ctypes.data
+            self._row_bytes[column] = self._s_row_bytes[column]
+            self._dtype[column] = self._s_dtype[column]
+            self._squeeze[column] = self._layout[column].squeeze
+            self._ndim[column] = self._s_ndim[column]
+            for dim in range(self._s_ndim[column]):
+                self._dims[column][dim] = self._s_dims[column][dim]
+        infos = [
+            _empty(capacity, np.uint64), _empty(capacity, np.float64),
+            _empty(capacity, np.int64), _empty(capacity, np.float64),
+            _empty(capacity, np.int32),
+        ]
+        self._keys = <uint64_t*><size_t>infos[0].ctypes.data
+        self._probabilities = <double*><size_t>infos[1].ctypes.data
+        self._table_sizes = <int64_t*><size_t>infos[2].ctypes.data
+        self._priorities = <double*><size_t>infos[3].ctypes.data
+        self._times_sampled = <int32_t*><size_t>infos[4].ctypes.data
+        self._arrays = arrays
+        self._info_arrays = infos
+        self._columns = columns
+        self._rows = 0
+        return 0
+
+    cdef int _decompress(self, object data, const unsigned char* base, _TensorRef* tensor,
+                         unsigned char* target) except -1:
+        """Decompresses ``tensor`` into ``target`` (its ``nbytes``)."""
+        cdef bint ok
+        cdef Py_ssize_t start
+        if tensor.nbytes == 0:
+            return 0
+        if tensor.nbytes < _SMALL_TENSOR:
+            ok = _unsnappy(tensor.content, tensor.content_length, target, tensor.nbytes)
+        else:
+            start = tensor.content - base
+            source = memoryview(data)[start : start + <Py_ssize_t>tensor.content_length]
+            out = PyMemoryView_FromMemory(<char*>target, tensor.nbytes, PyBUF_WRITE)
+            try:
+                ok = (_decompressed_len(source) == tensor.nbytes
+                      and _decompress_into(source, out) == tensor.nbytes)
+            except Exception:
+                ok = False
+        if not ok:
+            raise self._error_class(
+                "A sampled chunk's tensor data does not decompress to its size "
+                f"({tensor.nbytes} bytes)."
+            )
+        return 0
+
+    cdef int _write(self, object data, const unsigned char* base, int columns,
+                    int chunks) except -1:
+        cdef int column, position
+        cdef _TensorRef* tensor
+        cdef _SliceRef* piece
+        cdef unsigned char* target
+        cdef unsigned char* scratch
+        cdef int64_t step_bytes, dim
+        for column in range(columns):
+            target = self._data[column] + self._rows * self._row_bytes[column]
+            for position in range(self._layout[column].first,
+                                  self._layout[column].first + self._layout[column].count):
+                piece = &self._slices[position]
+                tensor = self._find(chunks, piece.key, piece.index)
+                step_bytes = tensor.itemsize
+                for dim in range(1, tensor.ndim):
+                    step_bytes *= tensor.dims[dim]
+                if piece.offset == 0 and piece.length == tensor.dims[0]:
+                    self._decompress(data, base, tensor, target)
+                elif piece.length:
+                    if len(self._scratch) < tensor.nbytes:
+                        self._scratch = bytearray(tensor.nbytes)
+                    scratch = <unsigned char*>PyByteArray_AS_STRING(self._scratch)
+                    self._decompress(data, base, tensor, scratch)
+                    memcpy(target, scratch + piece.offset * step_bytes,
+                           piece.length * step_bytes)
+                target += piece.length * step_bytes
+        return 0
+
+    def add(self, bytes data):
+        cdef const unsigned char* base = <const unsigned char*>PyBytes_AS_STRING(data)
+        cdef const unsigned char* at = base
+        cdef const unsigned char* end = base + PyBytes_GET_SIZE(data)
+        cdef const unsigned char* entry_start
+        cdef const unsigned char* entry_end
+        cdef const unsigned char* info = NULL
+        cdef const unsigned char* info_end = NULL
+        cdef uint64_t tag, length, flag
+        cdef uint64_t key
+        cdef double probability, priority
+        cdef int64_t table_size
+        cdef int32_t times_sampled
+        cdef int chunks, used, columns
+        cdef bint end_of_sequence
+        cdef list done = []
+        if not _LITTLE:
+            return done, 0
+        while at < end:
+            entry_start = at
+            if not _tag(&at, end, &tag) or tag != 0x0A or not _length(&at, end, &length):
+                at = entry_start
+                break
+            entry_end = at + length
+            info = NULL
+            chunks = 0
+            used = 0
+            end_of_sequence = False
+            while at < entry_end:
+                if not _tag(&at, entry_end, &tag):
+                    break
+                if tag == 0x0A:
+                    if info != NULL or not _length(&at, entry_end, &length):
+                        break
+                    info = at
+                    info_end = at + length
+                    at += length
+                elif tag == 0x12:
+                    if not _length(&at, entry_end, &length) or chunks >= _MAX_CHUNKS:
+                        break
+                    if not _parse_chunk(at, at + length, &self._chunks[chunks],
+                                        self._tensors, &used):
+                        break
+                    chunks += 1
+                    at += length
+                elif tag == 0x18:
+                    if not _varint(&at, entry_end, &flag):
+                        break
+                    end_of_sequence = flag != 0
+                else:
+                    break
+            if at != entry_end or info == NULL or not end_of_sequence:
+                at = entry_start
+                break
+            if not self._read_info(info, info_end, &key, &probability, &table_size,
+                                   &priority, &times_sampled, &columns):
+                at = entry_start
+                break
+            if not self._shape_columns(columns, chunks):
+                at = entry_start
+                break
+            if self._columns >= 0 and not self._same_columns(columns):
+                batch = self.flush()
+                if batch is not None:
+                    done.append(batch)
+            if self._columns < 0:
+                self._start(columns)
+            self._write(data, base, columns, chunks)
+            self._keys[self._rows] = key
+            self._probabilities[self._rows] = probability
+            self._table_sizes[self._rows] = table_size
+            self._priorities[self._rows] = priority
+            self._times_sampled[self._rows] = times_sampled
+            self._rows += 1
+            if self._rows == self._block:
+                done.append(self.flush())
+        return done, at - base

@@ -9,7 +9,9 @@ input), with ``.batch``, ``.prefetch`` and ``.as_numpy_iterator()``.
 Every iterator of a dataset opens its own sampler (:mod:`reverb_py._client.datasets`).
 TensorFlow is handed whole blocks of samples, stacked once in numpy (every sample the
 buffer holds, up to ``BLOCK`` at a time), through ``from_generator``; ``unbatch`` splits
-them inside TensorFlow, so no per-sample Python runs on TensorFlow's side.
+them inside TensorFlow, so no per-sample Python runs on TensorFlow's side. ``batch``
+called on the dataset itself (with a Python int) hands TensorFlow the batches as the
+sampler stacks them, with no ``unbatch`` and re-``batch`` in between.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ except ImportError as _error:
 
 from reverb_py import data
 from reverb_py._client import datasets
+from reverb_py._client.credentials import ClientCredentials
 from reverb_py._codec import nest
 from reverb_py.replay_sample import ReplaySample, SampleInfo
 
@@ -81,7 +84,15 @@ class _ReverbDataset(tf.data.Dataset):  # type: ignore[misc]
         max_samples_per_stream: int = -1,
         rate_limiter_timeout_ms: int = -1,
         max_samples: int = -1,
+        *,
+        token: str | None = None,
+        root_certificates: bytes | str | None = None,
+        private_key: bytes | str | None = None,
+        certificate_chain: bytes | str | None = None,
     ) -> None:
+        # As a Client's: None reads REVERB_PY_TOKEN / REVERB_PY_TOKEN_FILE.
+        self._credential_args = (token, root_certificates, private_key, certificate_chain)
+        self._credentials = ClientCredentials(*self._credential_args)
         specs = data.flat_specs(dtypes, shapes)
         options = datasets.SamplerOptions(
             max_in_flight_samples_per_worker,
@@ -94,18 +105,67 @@ class _ReverbDataset(tf.data.Dataset):  # type: ignore[misc]
         self._table = _text(table, "table")
         self._options = options
         self._specs = specs
-        structure = data.lists_to_tuples(dtypes)
-        self._structure = structure
-        leaves = [tf.TensorSpec(_tf_shape(shape), _tf_dtype(dtype)) for dtype, shape in specs]
+        self._structure = data.lists_to_tuples(dtypes)
+        self._build(None)
+
+    @_plain
+    def _build(self, batch: tuple[int, bool] | None) -> None:
+        """The pipeline: blocks of samples from the generator, split by ``unbatch``; or,
+        with ``batch`` (``batch_size``, ``drop_remainder``), the batches themselves."""
+        self._batch = batch
+        leaves = [tf.TensorSpec(_tf_shape(shape), _tf_dtype(dtype)) for dtype, shape in self._specs]
         info = SampleInfo(*(tf.TensorSpec([], tf.as_dtype(dtype)) for dtype in SampleInfo.dtypes()))
-        self._element_spec = ReplaySample(info, nest.unflatten_as(structure, leaves))
+        sample_spec = ReplaySample(info, nest.unflatten_as(self._structure, leaves))
+        size = None if batch is None or not batch[1] else batch[0]
         blocks = tf.nest.map_structure(
-            lambda spec: tf.TensorSpec(tf.TensorShape([None]).concatenate(spec.shape), spec.dtype),
-            self._element_spec,
+            lambda spec: tf.TensorSpec(tf.TensorShape([size]).concatenate(spec.shape), spec.dtype),
+            sample_spec,
         )
         dataset = tf.data.Dataset.from_generator(self._blocks, output_signature=blocks)
-        self._dataset = dataset.unbatch()
+        if batch is None:
+            self._element_spec = sample_spec
+            self._dataset = dataset.unbatch()
+        else:
+            self._element_spec = blocks
+            self._dataset = dataset
         super().__init__(self._dataset._variant_tensor)
+
+    def batch(
+        self,
+        batch_size: Any,
+        drop_remainder: Any = False,
+        num_parallel_calls: Any = None,
+        deterministic: Any = None,
+        name: Any = None,
+    ) -> Any:
+        """``tf.data.Dataset.batch``; with a Python int ``batch_size`` (and bool
+        ``drop_remainder``) the batches come stacked from the sampler, as
+        ``unbatch().batch(...)`` would make them, without splitting and restacking each
+        sample in TensorFlow (PERF(tf-batch))."""
+        plain_size = isinstance(batch_size, int) and not isinstance(batch_size, bool)
+        if (
+            self._batch is not None
+            or not plain_size
+            or batch_size < 1
+            or not isinstance(drop_remainder, bool)
+            or name is not None
+        ):
+            return super().batch(
+                batch_size, drop_remainder, num_parallel_calls, deterministic, name
+            )
+        batched = type(self).__new__(type(self))
+        for attribute in (
+            "_credential_args",
+            "_credentials",
+            "_server_address",
+            "_table",
+            "_options",
+            "_specs",
+            "_structure",
+        ):
+            setattr(batched, attribute, getattr(self, attribute))
+        batched._build((batch_size, drop_remainder))
+        return batched
 
     @classmethod
     @_plain
@@ -119,6 +179,11 @@ class _ReverbDataset(tf.data.Dataset):  # type: ignore[misc]
         rate_limiter_timeout_ms: int = -1,
         get_signature_timeout_secs: int | None = None,
         max_samples: int = -1,
+        *,
+        token: str | None = None,
+        root_certificates: bytes | str | None = None,
+        private_key: bytes | str | None = None,
+        certificate_chain: bytes | str | None = None,
     ) -> Any:
         """A dataset whose dtypes and shapes are the table's signature.
 
@@ -129,7 +194,10 @@ class _ReverbDataset(tf.data.Dataset):  # type: ignore[misc]
         """
         address = _text(server_address, "server_address")
         name = _text(table, "table")
-        _, dtypes, shapes = data.table_specs(address, name, get_signature_timeout_secs)
+        credentials = (token, root_certificates, private_key, certificate_chain)
+        _, dtypes, shapes = data.table_specs(
+            address, name, get_signature_timeout_secs, credentials=credentials
+        )
         return cls(
             address,
             name,
@@ -140,21 +208,43 @@ class _ReverbDataset(tf.data.Dataset):  # type: ignore[misc]
             max_samples_per_stream,
             rate_limiter_timeout_ms,
             max_samples,
+            token=token,
+            root_certificates=root_certificates,
+            private_key=private_key,
+            certificate_chain=certificate_chain,
         )
 
     @_plain
     def _blocks(self) -> Iterator[Any]:
-        data.validate_against_table(self._server_address, self._table, self._specs)
-        sampler = datasets.Sampler(self._server_address, self._table, self._options, copy=False)
+        data.validate_against_table(
+            self._server_address, self._table, self._specs, credentials=self._credential_args
+        )
+        sampler = datasets.Sampler(
+            self._server_address,
+            self._table,
+            self._options,
+            copy=False,
+            credentials=self._credentials,
+            batch=None if self._timesteps else (BLOCK if self._batch is None else self._batch[0]),
+        )
         shape = datasets.timesteps if self._timesteps else datasets.trajectories
         try:
-            yield from shape(
-                sampler,
-                specs=self._specs,
-                structure=self._structure,
-                batch_size=BLOCK,
-                flexible=True,
-            )
+            if self._batch is None:
+                yield from shape(
+                    sampler,
+                    specs=self._specs,
+                    structure=self._structure,
+                    batch_size=BLOCK,
+                    flexible=True,
+                )
+            else:
+                yield from shape(
+                    sampler,
+                    specs=self._specs,
+                    structure=self._structure,
+                    batch_size=self._batch[0],
+                    drop_remainder=self._batch[1],
+                )
         finally:
             sampler.close()
 

@@ -321,6 +321,7 @@ class _SampleIterator:
             self._options,
             copy=self._batch_size is None,
             credentials=self._credentials,
+            batch=None if self._timesteps else self._batch_size,
         )
         shape = datasets.timesteps if self._timesteps else datasets.trajectories
         self._sampler = sampler

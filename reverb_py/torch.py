@@ -69,6 +69,10 @@ class _Dataset(IterableDataset[ReplaySample]):  # type: ignore[misc]
         batch_size: int | None = None,
         drop_remainder: bool = False,
         pin_memory: bool = False,
+        token: str | None = None,
+        root_certificates: bytes | str | None = None,
+        private_key: bytes | str | None = None,
+        certificate_chain: bytes | str | None = None,
     ) -> None:
         super().__init__()
         self._arguments: dict[str, Any] = {
@@ -82,6 +86,10 @@ class _Dataset(IterableDataset[ReplaySample]):  # type: ignore[misc]
             "rate_limiter_timeout_ms": rate_limiter_timeout_ms,
             "batch_size": batch_size,
             "drop_remainder": drop_remainder,
+            "token": token,
+            "root_certificates": root_certificates,
+            "private_key": private_key,
+            "certificate_chain": certificate_chain,
         }
         self._from_signature: float | None | bool = False
         self._max_samples = max_samples
@@ -106,6 +114,10 @@ class _Dataset(IterableDataset[ReplaySample]):  # type: ignore[misc]
         batch_size: int | None = None,
         drop_remainder: bool = False,
         pin_memory: bool = False,
+        token: str | None = None,
+        root_certificates: bytes | str | None = None,
+        private_key: bytes | str | None = None,
+        certificate_chain: bytes | str | None = None,
     ) -> Any:
         """A dataset whose dtypes and shapes are the table's signature, read by each
         iterating process when it starts (errors as
@@ -123,6 +135,10 @@ class _Dataset(IterableDataset[ReplaySample]):  # type: ignore[misc]
             batch_size=batch_size,
             drop_remainder=drop_remainder,
             pin_memory=pin_memory,
+            token=token,
+            root_certificates=root_certificates,
+            private_key=private_key,
+            certificate_chain=certificate_chain,
         )
         dataset._from_signature = get_signature_timeout_secs
         return dataset

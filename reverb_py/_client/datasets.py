@@ -26,12 +26,12 @@ import dataclasses
 import operator
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import grpc
 import numpy as np
 
-from reverb_py import errors
+from reverb_py import _impl, errors
 from reverb_py._client.channel import (
     SAMPLE_STREAM_PATH,
     channel_options,
@@ -50,6 +50,8 @@ __all__ = [
     "DEFAULT_MAX_SAMPLES_PER_STREAM",
     "DEFAULT_NUM_WORKERS",
     "NUM_INFO_TENSORS",
+    "Block",
+    "Piece",
     "Sampler",
     "SamplerOptions",
     "Spec",
@@ -72,6 +74,38 @@ _INFO_DTYPES = SampleInfo.dtypes()
 
 Sample = Decoded
 """One decoded sample: its info, its columns, which columns are squeezed."""
+
+
+class Block(NamedTuple):
+    """Consecutive samples written straight into batch arrays (the compiled batch path):
+    ``info`` holds one array per field, each column one array, ``rows`` along axis 0."""
+
+    info: Any  # A SampleInfo of arrays.
+    columns: list[np.ndarray]
+    rows: int
+
+    def split(self, count: int) -> tuple[Block, Block]:
+        """The first ``count`` rows and the rest (views)."""
+        head = Block(
+            SampleInfo(*(field[:count] for field in self.info)),
+            [column[:count] for column in self.columns],
+            count,
+        )
+        tail = Block(
+            SampleInfo(*(field[count:] for field in self.info)),
+            [column[count:] for column in self.columns],
+            self.rows - count,
+        )
+        return head, tail
+
+
+Piece = Decoded | Block
+"""What a sampler hands out: one sample, or a block of them."""
+
+
+def _rows(piece: Piece) -> int:
+    return piece.rows if isinstance(piece, Block) else 1
+
 
 Spec = tuple[np.dtype[Any], Shape]
 """What a column must be: its dtype and a (compatible) shape."""
@@ -174,6 +208,10 @@ class Sampler:
         suits consumers that copy anyway, e.g. when stacking a batch).
       credentials: TLS and the token for the streams; None: no TLS, and the token of
         ``REVERB_PY_TOKEN`` / ``REVERB_PY_TOKEN_FILE`` if set (as a client's).
+      batch: plain samples come in :class:`Block` s of up to this many, written
+        straight into their arrays by the compiled ``sample_wire.BatchFiller`` (a
+        block is handed out when full, before a sample that cannot join it, or when
+        its stream ends); None, or the pure implementation: one :data:`Sample` each.
     """
 
     def __init__(
@@ -184,15 +222,19 @@ class Sampler:
         *,
         copy: bool = True,
         credentials: ClientCredentials | None = None,
+        batch: int | None = None,
     ) -> None:
         self._credentials = credentials if credentials is not None else ClientCredentials()
         self._server_address = server_address
         self._table = table
         self._options = options
         self._copy = copy
+        self._batch = batch
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
-        self._buffer: collections.deque[Sample] = collections.deque()
+        self._buffer: collections.deque[Piece] = collections.deque()
+        self._buffered = 0
+        self._pushed = 0
         self._free = options.capacity
         self._requested = 0
         self._returned = 0
@@ -212,12 +254,14 @@ class Sampler:
 
     # ------------------------------------------------------------ consumer side
 
-    def take(self, limit: int | None = None) -> list[Sample]:
+    def take(self, limit: int | None = None) -> list[Piece]:
         """Up to ``limit`` samples (all that are buffered when None), waiting for one.
 
         Returns:
-          At least one sample, or ``[]`` when the iteration has ended (``max_samples``
-          returned, a rate-limiter timeout while waiting, or :meth:`close`).
+          Samples and blocks of samples (``batch``) holding at least one sample and at
+          most ``limit`` in all (a block is split to keep within it), or ``[]`` when
+          the iteration has ended (``max_samples`` returned, a rate-limiter timeout
+          while waiting, or :meth:`close`).
 
         Raises:
           ReverbError: a stream failed (e.g. ``UnavailableError`` or
@@ -246,13 +290,26 @@ class Sampler:
                 finally:
                     self._waiting -= 1
             buffer = self._buffer
-            if limit is None or limit >= len(buffer):
+            if limit is None or limit >= self._buffered:
                 block = list(buffer)
                 buffer.clear()
+                count = self._buffered
             else:
-                block = [buffer.popleft() for _ in range(limit)]
-            self._returned += len(block)
-            self._free += len(block)
+                block = []
+                count = 0
+                while count < limit:
+                    piece = buffer.popleft()
+                    rows = _rows(piece)
+                    if count + rows > limit:
+                        assert isinstance(piece, Block)
+                        piece, rest = piece.split(limit - count)
+                        buffer.appendleft(rest)
+                        rows = piece.rows
+                    block.append(piece)
+                    count += rows
+            self._buffered -= count
+            self._returned += count
+            self._free += count
             wake = self._space_wanted
             self._space_wanted = False
             total = self._options.total
@@ -356,6 +413,13 @@ class Sampler:
             self._requested += max(budget, 0)
             return max(budget, 0)
 
+    def _try_reserve(self, count: int) -> int:
+        """Takes up to ``count`` free places of the buffer without waiting."""
+        with self._lock:
+            taken = max(0, min(count, self._free))
+            self._free -= taken
+            return taken
+
     async def _reserve(self, count: int) -> None:
         """Waits until ``count`` places of the buffer are free and takes them."""
         assert self._space is not None
@@ -376,31 +440,47 @@ class Sampler:
             response_deserializer=identity,  # Read by SampleAssembler.add_bytes.
         )()
         assembler = SampleAssembler(copy=self._copy)
+        filler = None
+        if self._batch is not None:
+            # The stream's first block completes the consumer's batch the last stream
+            # left unfinished, so that later blocks are whole batches.
+            filler = _new_filler(self._batch, self._batch - self._pushed % self._batch)
+        in_flight = options.max_in_flight_samples_per_worker
         received = 0
+        asked = 0
+        # Samples asked for on this stream and not yet received (their places taken).
         reserved = 0
         try:
             while received < budget:
-                count = min(options.max_in_flight_samples_per_worker, budget - received)
-                await self._reserve(count)
-                reserved = count
-                request = reverb_service_pb2.SampleStreamRequest(
-                    table=self._table, num_samples=count
-                )
-                if options.rate_limiter_timeout_ms >= 0:
-                    # 0 ms on the wire means "forever", as in Reverb (over gRPC).
-                    request.rate_limiter_timeout.milliseconds = options.rate_limiter_timeout_ms
-                await call.write(request)
-                while reserved > 0:
-                    response = await call.read()
-                    if response is grpc.aio.EOF:
-                        raise error_for_status(await call.code(), await call.details() or "")
-                    samples = assembler.add_bytes(cast(bytes, response))
-                    if samples:
-                        reserved -= len(samples)
-                        received += len(samples)
-                        with self._ready:
-                            self._buffer.extend(samples)
-                            self._ready.notify()
+                if reserved == 0:
+                    count = min(in_flight, budget - asked)
+                    await self._reserve(count)
+                    reserved = count
+                    asked += count
+                    await call.write(self._request(count))
+                response = await call.read()
+                if response is grpc.aio.EOF:
+                    raise error_for_status(await call.code(), await call.details() or "")
+                data = cast(bytes, response)
+                if filler is None:
+                    pieces: list[Piece] = list(assembler.add_bytes(data))
+                    count = len(pieces)
+                else:
+                    pieces, count = _fill(filler, assembler, data)
+                if count:
+                    reserved -= count
+                    received += count
+                    self._push(pieces, count)
+                # PERF(sample-pipeline): ask for more before the last request is
+                # answered (at most `in_flight` outstanding), so the server never
+                # waits for the round trip of the next request.
+                more = min(in_flight - reserved, budget - asked)
+                if reserved and more >= max(1, in_flight // 2):
+                    more = self._try_reserve(more)
+                    if more:
+                        reserved += more
+                        asked += more
+                        await call.write(self._request(more))
         except grpc.aio.AioRpcError as error:
             raise self._stream_error(error_from_rpc(error)) from None
         except asyncio.InvalidStateError:
@@ -412,9 +492,38 @@ class Sampler:
             raise self._stream_error(error) from None
         finally:
             call.cancel()
+            if filler is not None:
+                last: list[Piece] = []
+                _append(last, filler.flush())
+                self._push(last, 0)
             with self._lock:
                 self._free += max(reserved, 0)
                 self._requested -= budget - received
+
+    def _request(self, count: int) -> reverb_service_pb2.SampleStreamRequest:
+        request = reverb_service_pb2.SampleStreamRequest(table=self._table, num_samples=count)
+        timeout_ms = self._options.rate_limiter_timeout_ms
+        if timeout_ms >= 0:
+            # 0 ms on the wire means "forever", as in Reverb (over gRPC).
+            request.rate_limiter_timeout.milliseconds = timeout_ms
+        return request
+
+    def _push(self, pieces: list[Piece], received: int) -> None:
+        """Hands out ``pieces``, ``received`` samples having arrived.
+
+        The samples of a block being filled take no place of the buffer: a consumer
+        that waits has emptied the buffer, so the stream can always ask for the samples
+        that complete the block (a block is at most ``batch`` samples beyond the
+        buffer's bound).
+        """
+        rows = sum(_rows(piece) for piece in pieces)
+        with self._ready:
+            self._free += received - rows
+            if pieces:
+                self._buffer.extend(pieces)
+                self._buffered += rows
+                self._pushed += rows
+                self._ready.notify()
 
     def _stream_error(self, error: errors.ReverbError) -> BaseException:
         if (
@@ -429,6 +538,38 @@ class Sampler:
                 f"Sampling table '{self._table}' at {self._server_address} failed: {error}"
             )
         return error
+
+
+def _new_filler(capacity: int, first: int) -> Any:
+    return _impl.sample_wire.BatchFiller(capacity, SampleInfo, errors.InvalidArgumentError, first)
+
+
+def _append(pieces: list[Piece], batch: Any) -> None:
+    if batch is not None:
+        pieces.append(Block(*batch))
+
+
+def _fill(filler: Any, assembler: SampleAssembler, data: bytes) -> tuple[list[Piece], int]:
+    """A response's samples: the plain ones written into ``filler``'s blocks, the others
+    (from the first that is not) reassembled one by one, in the order they came.
+
+    Returns:
+      The pieces to hand out and how many samples the response completed (those
+      left in the block being filled included).
+    """
+    if not assembler.idle:  # A sample begun in an earlier response: the filler is empty.
+        samples = assembler.add_bytes(data)
+        return list(samples), len(samples)
+    before = filler.rows
+    batches, consumed = filler.add(data)
+    pieces: list[Piece] = [Block(*batch) for batch in batches]
+    count = sum(batch[2] for batch in batches) + filler.rows - before
+    if consumed < len(data):
+        _append(pieces, filler.flush())
+        samples = assembler.add_bytes(data[consumed:] if consumed else data)
+        pieces.extend(samples)
+        count += len(samples)
+    return pieces, count
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop | None) -> bool:
@@ -521,10 +662,11 @@ def _batched_info(infos: Sequence[SampleInfo], counts: Any = None) -> SampleInfo
 
 
 def _stack(table: str, arrays: list[np.ndarray], index: int) -> np.ndarray:
+    """Rows (each array a block of them) concatenated along the first axis."""
     try:
-        return np.stack(arrays)
+        return np.concatenate(arrays)
     except ValueError:
-        shapes = sorted({format_shape(array.shape) for array in arrays})
+        shapes = sorted({format_shape(array.shape[1:]) for array in arrays})
         raise errors.InvalidArgumentError(
             f"Cannot batch the samples of table '{table}': the tensors at flattened index "
             f"{index} have different shapes ({', '.join(shapes)}); use "
@@ -565,45 +707,81 @@ def trajectories(
         return
     if batch_size is None:
         while True:
-            block = sampler.take()
+            block = cast(list[Sample], sampler.take())
             if not block:
                 return
             for info, columns, _ in block:
                 checker.check(columns)
                 yield ReplaySample(_scalar_info(info), pack(columns))
-    pending: list[Sample] = []
+    pending: list[Piece] = []
+    filled = 0
     while True:
-        block = sampler.take(batch_size - len(pending))
-        if block:
-            pending.extend(block)
-            if len(pending) < batch_size:
+        taken = sampler.take(batch_size - filled)
+        if taken:
+            pending.extend(taken)
+            filled += sum(_rows(piece) for piece in taken)
+            if filled < batch_size:
                 continue
         elif not pending or drop_remainder:
             return
-        info = _batched_info([sample[0] for sample in pending])
-        count = len(pending[0][1])
-        for _, columns, _ in pending:
-            if len(columns) != count:
-                checker.check(columns)
-                raise errors.InvalidArgumentError(
-                    f"Cannot batch the samples of table '{sampler.table}': they have "
-                    "different numbers of columns."
-                )
-        stacked = [
-            _stack(sampler.table, [sample[1][index] for sample in pending], index)
-            for index in range(count)
-        ]
+        batch = _combined(sampler.table, checker, pending, pack)
         pending = []
-        checker.check(stacked, leading=1)
-        yield ReplaySample(info, pack(stacked))
-        if not block:
+        filled = 0
+        yield batch
+        if not taken:
             return
 
 
-def _stacked(checker: _Checker, samples: list[Sample], pack: Callable[[list[Any]], Any]) -> Any:
-    info = _batched_info([sample[0] for sample in samples])
-    count = len(samples[0][1])
-    stacked = [np.stack([sample[1][index] for sample in samples]) for index in range(count)]
+def _piece_info(piece: Piece) -> list[np.ndarray]:
+    if isinstance(piece, Block):
+        return list(piece.info)
+    return [
+        np.array([value], dtype=cast(np.dtype[Any], dtype))
+        for value, dtype in zip(piece[0], _INFO_DTYPES)
+    ]
+
+
+def _combined(
+    table: str, checker: _Checker, pieces: list[Piece], pack: Callable[[list[Any]], Any]
+) -> ReplaySample:
+    """One batch of ``pieces`` (a whole block as it is; else every field concatenated).
+
+    Raises:
+      InvalidArgumentError: samples with different numbers of columns or shapes, or
+        columns that do not match the checker's specs.
+    """
+    first = pieces[0]
+    if len(pieces) == 1 and isinstance(first, Block):
+        checker.check(first.columns, leading=1)
+        return ReplaySample(first.info, pack(first.columns))
+    if all(not isinstance(piece, Block) for piece in pieces):
+        samples = cast(list[Sample], pieces)
+        info = _batched_info([sample[0] for sample in samples])
+    else:
+        fields: list[Any] = [
+            np.concatenate(field) for field in zip(*(_piece_info(piece) for piece in pieces))
+        ]
+        info = SampleInfo(*fields)
+    rows = [piece.columns if isinstance(piece, Block) else piece[1] for piece in pieces]
+    count = len(rows[0])
+    for columns in rows:
+        if len(columns) != count:
+            checker.check(columns)
+            raise errors.InvalidArgumentError(
+                f"Cannot batch the samples of table '{table}': they have "
+                "different numbers of columns."
+            )
+    stacked = [
+        _stack(
+            table,
+            [
+                columns[index] if isinstance(piece, Block) else columns[index][np.newaxis]
+                for piece, columns in zip(pieces, rows)
+            ],
+            index,
+        )
+        for index in range(count)
+    ]
     checker.check(stacked, leading=1)
     return ReplaySample(info, pack(stacked))
 
@@ -616,13 +794,14 @@ def _blocks(
         if not block:
             return
         try:
-            yield _stacked(checker, block, pack)
-        except ValueError as error:
-            if isinstance(error, errors.InvalidArgumentError):
+            yield _combined(sampler.table, checker, block, pack)
+        except errors.InvalidArgumentError as error:
+            if "Cannot batch" not in str(error):
                 raise
-            for sample in block:  # Shapes differ: one sample per block.
-                checker.check(sample[1])
-                yield _stacked(checker, [sample], pack)
+            for piece in block:  # Shapes differ: piece by piece.
+                if not isinstance(piece, Block):
+                    checker.check(piece[1])
+                yield _combined(sampler.table, checker, [piece], pack)
 
 
 def _unsqueezed(squeezed: tuple[bool, ...], columns: list[np.ndarray]) -> list[np.ndarray]:
@@ -664,7 +843,7 @@ def timesteps(
     pack = _packer(structure)
     if batch_size is not None and flexible:
         while True:
-            block = sampler.take(batch_size)
+            block = cast(list[Sample], sampler.take(batch_size))
             if not block:
                 return
             items = []
@@ -685,7 +864,7 @@ def timesteps(
             yield ReplaySample(info, pack(data))
     if batch_size is None:
         while True:
-            block = sampler.take()
+            block = cast(list[Sample], sampler.take())
             if not block:
                 return
             for info, columns, squeezed in block:
@@ -705,7 +884,7 @@ def timesteps(
     while True:
         if current is None or offset == steps:
             if not queue and not ended:
-                block = sampler.take()
+                block = cast(list[Sample], sampler.take())
                 if block:
                     queue.extend(block)
                 else:

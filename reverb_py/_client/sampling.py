@@ -49,6 +49,11 @@ class SampleAssembler:
         self._info: tuple[Any, ...] | None = None
         self._chunks: dict[int, list[np.ndarray]] = {}
 
+    @property
+    def idle(self) -> bool:
+        """No sample is half reassembled (the next response starts a new one)."""
+        return self._info is None
+
     def add(self, response: reverb_service_pb2.SampleStreamResponse) -> list[Decoded]:
         """The samples ``response`` completes.
 

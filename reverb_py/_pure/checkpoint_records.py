@@ -26,6 +26,7 @@ below, so both give protobuf's answer for every input.
 from __future__ import annotations
 
 import operator
+import struct
 import warnings
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
@@ -58,6 +59,8 @@ __all__ = [
     "decode_item",
     "decode_items",
     "encode_items",
+    "encode_sample_info",
+    "encode_sample_response",
     "encode_stored_item",
     "frame_records",
     "masked_crc32c",
@@ -72,6 +75,10 @@ _crc32c_value = google_crc32c.value
 _parse_item = schema_pb2.PrioritizedItem.FromString
 
 ItemFactory = Callable[[int, float, bytes, tuple[Any, ...], tuple[int, ...], int, int], Any]
+
+
+_DOUBLE = struct.Struct("<d")
+_END_OF_SEQUENCE = b"\x18\x01"  # SampleEntry.end_of_sequence: true
 
 
 def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
@@ -295,3 +302,61 @@ def decode_items(
         table_items.append(decoded[1])
         index += 1
     return index
+
+
+# ---------------------------------------------------------------------------- samples
+
+
+def encode_sample_info(table_field: bytes, record: Any) -> bytes:
+    """A ``SampleInfo`` of a sampled item (a :class:`reverb_py.table.SampledItem`): its
+    stored ``PrioritizedItem`` (``table_field`` as in :func:`encode_stored_item`), then
+    ``probability``, ``table_size`` and ``rate_limited``; zero values left out, as
+    protobuf does."""
+    item = record.item
+    encoded_item = encode_stored_item(
+        item.key,
+        table_field,
+        record.priority,
+        record.times_sampled,
+        item.inserted_at,
+        item.trajectory if item.trajectory is not None else b"",
+    )
+    info = [length_delimited(b"\x0a", encoded_item)]
+    if record.probability:
+        info.append(b"\x11" + _DOUBLE.pack(record.probability))
+    if record.table_size:
+        info.append(b"\x18" + encode_varint(record.table_size))
+    if record.rate_limited:
+        info.append(b"\x20\x01")
+    return b"".join(info)
+
+
+def encode_sample_response(
+    table_field: bytes, records: Sequence[Any], start: int, max_chunk_bytes: int
+) -> tuple[bytes | None, int]:
+    """A ``SampleStreamResponse`` of whole samples: ``records[start:end]``, one entry
+    each (its info, its chunks' bytes, ``end_of_sequence``), as many as keep the chunk
+    bytes within ``max_chunk_bytes``.
+
+    Returns:
+      ``(response, end)``, or ``(None, start)`` when ``records[start]`` alone has more
+      chunk bytes (the caller splits it over several responses).
+    """
+    entries = []
+    size = 0
+    index = start
+    while index < len(records):
+        record = records[index]
+        chunks = record.item.chunks
+        chunk_bytes = sum(len(chunk.data) for chunk in chunks)
+        if size + chunk_bytes > max_chunk_bytes:
+            break
+        parts = [length_delimited(b"\x0a", encode_sample_info(table_field, record))]
+        parts.extend(length_delimited(b"\x12", chunk.data) for chunk in chunks)
+        parts.append(_END_OF_SEQUENCE)
+        entries.append(length_delimited(b"\x0a", b"".join(parts)))
+        size += chunk_bytes
+        index += 1
+    if index == start:
+        return None, start
+    return b"".join(entries), index

@@ -8,7 +8,6 @@ sample).
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 
 from reverb_py import _impl
@@ -21,7 +20,6 @@ __all__ = ["InsertRequest", "parse_insert_request", "sample_info", "sample_respo
 # Reverb's limit: chunk bytes per sample response before splitting.
 _MAX_RESPONSE_CHUNK_BYTES = 2 * 1024 * 1024
 
-_DOUBLE = struct.Struct("<d")
 _END_OF_SEQUENCE = b"\x18\x01"  # field 3, varint, true
 
 
@@ -61,23 +59,7 @@ def sample_info(table_field: bytes, record: SampledItem) -> bytes:
     ``table_field`` is the encoded ``PrioritizedItem.table`` field (tag included). Zero
     values are left out, as protobuf does.
     """
-    item = record.item
-    encoded_item = _impl.checkpoint_records.encode_stored_item(
-        item.key,
-        table_field,
-        record.priority,
-        record.times_sampled,
-        item.inserted_at,
-        item.trajectory if item.trajectory is not None else b"",
-    )
-    info = [_impl.wire.length_delimited(b"\x0a", encoded_item)]
-    if record.probability:
-        info.append(b"\x11" + _DOUBLE.pack(record.probability))
-    if record.table_size:
-        info.append(b"\x18" + _impl.wire.encode_varint(record.table_size))
-    if record.rate_limited:
-        info.append(b"\x20\x01")
-    return b"".join(info)
+    return _impl.checkpoint_records.encode_sample_info(table_field, record)
 
 
 def sample_responses(table: str, records: list[SampledItem]) -> Iterator[bytes]:
@@ -85,30 +67,35 @@ def sample_responses(table: str, records: list[SampledItem]) -> Iterator[bytes]:
 
     A generator: each response is built when the previous one has been taken, so a
     stream holds one response (and one sample's pieces) at a time, whatever the batch.
+    Whole samples share a response; a sample with more chunk bytes than a response
+    holds is split over several (the entries after its first carry no info).
     """
     table_field = _impl.wire.length_delimited(b"\x12", table.encode())
-    entries: list[bytes] = []
+    pack = _impl.checkpoint_records.encode_sample_response
+    start = 0
+    while start < len(records):
+        response, end = pack(table_field, records, start, _MAX_RESPONSE_CHUNK_BYTES)
+        if response is None:
+            yield from _split_sample(table_field, records[start])
+            start += 1
+        else:
+            yield response
+            start = end
+
+
+def _split_sample(table_field: bytes, record: SampledItem) -> Iterator[bytes]:
+    """The responses of one sample too big for one: its chunks spread over them."""
+    chunks: list[Chunk] = list(record.item.chunks)
+    parts = [_impl.wire.length_delimited(b"\x0a", sample_info(table_field, record))]
     size = 0
-    for record in records:
-        chunks: list[Chunk] = list(record.item.chunks)
-        parts = [_impl.wire.length_delimited(b"\x0a", sample_info(table_field, record))]
-        if not chunks:
+    for index, chunk in enumerate(chunks):
+        if size and size + len(chunk.data) > _MAX_RESPONSE_CHUNK_BYTES:
+            # Close the current entry and response; the sample continues in the next.
+            yield _impl.wire.length_delimited(b"\x0a", b"".join(parts))
+            parts = []
+            size = 0
+        parts.append(_impl.wire.length_delimited(b"\x12", chunk.data))
+        size += len(chunk.data)
+        if index == len(chunks) - 1:
             parts.append(_END_OF_SEQUENCE)
-            entries.append(_impl.wire.length_delimited(b"\x0a", b"".join(parts)))
-            continue
-        for index, chunk in enumerate(chunks):
-            if size and size + len(chunk.data) > _MAX_RESPONSE_CHUNK_BYTES:
-                # Close the current entry and response; the sample continues in the next.
-                if parts:
-                    entries.append(_impl.wire.length_delimited(b"\x0a", b"".join(parts)))
-                    parts = []
-                yield b"".join(entries)
-                entries = []
-                size = 0
-            parts.append(_impl.wire.length_delimited(b"\x12", chunk.data))
-            size += len(chunk.data)
-            if index == len(chunks) - 1:
-                parts.append(_END_OF_SEQUENCE)
-        entries.append(_impl.wire.length_delimited(b"\x0a", b"".join(parts)))
-    if entries:
-        yield b"".join(entries)
+    yield _impl.wire.length_delimited(b"\x0a", b"".join(parts))

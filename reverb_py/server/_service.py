@@ -39,8 +39,8 @@ __all__ = ["ReverbServicer"]
 
 _logger = logging.getLogger("reverb_py")
 
-# The first batch asked of a table by a sample stream; later batches double, within
-# both bounds below.
+# The first batch asked of a table by a sample stream; later batches (of this request
+# and the stream's next ones) double, within both bounds below.
 FIRST_SAMPLE_BATCH = 16
 # The most samples taken from a table at once for one stream, so a stream asking for
 # millions of samples holds (and loses, if it is cancelled) at most this many taken but
@@ -311,6 +311,8 @@ class ReverbServicer:
     async def _sample_stream(
         self, request_iterator: Any, context: grpc.aio.ServicerContext[bytes, bytes]
     ) -> None:
+        # The batch size carries over from one request of the stream to the next.
+        batch = FIRST_SAMPLE_BATCH
         try:
             async for data in request_iterator:
                 request = _parse(reverb_service_pb2.SampleStreamRequest, data)
@@ -322,7 +324,6 @@ class ReverbServicer:
                 timeout_ms = request.rate_limiter_timeout.milliseconds
                 timeout = timeout_ms / 1000 if timeout_ms > 0 else None
                 remaining = request.num_samples
-                batch = FIRST_SAMPLE_BATCH
                 while remaining > 0:
                     records = await table.sample(min(batch, remaining), timeout=timeout)
                     remaining -= len(records)

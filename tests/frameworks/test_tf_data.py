@@ -55,6 +55,48 @@ def test_batch_prefetch_and_numpy(address: str) -> None:
         check_sequences(batch.data["obs"], batch.data["step"])
 
 
+def test_batch_of_the_dataset_hands_over_whole_batches(address: str) -> None:
+    dataset = reverb.TrajectoryDataset.from_table_signature(address, "seq", 16, max_samples=20)
+    batched = dataset.batch(8, drop_remainder=True)
+    assert isinstance(batched, reverb.TrajectoryDataset)
+    # The spec TensorFlow's own batch of the samples has.
+    assert batched.element_spec == tf.data.Dataset.batch(dataset, 8, True).element_spec
+    assert batched.element_spec.data["obs"] == tf.TensorSpec([8, SEQUENCE, 2], tf.float32)
+    assert batched.element_spec.info.key == tf.TensorSpec([8], tf.uint64)
+    batches = list(batched.prefetch(2).as_numpy_iterator())
+    assert [batch.info.key.shape for batch in batches] == [(8,), (8,)]
+    for batch in batches:
+        check_sequences(batch.data["obs"], batch.data["step"])
+    kept = dataset.batch(8)
+    assert kept.element_spec.data["obs"].shape.as_list() == [None, SEQUENCE, 2]
+    assert [len(batch.info.key) for batch in kept.as_numpy_iterator()] == [8, 8, 4]
+    # Anything else is TensorFlow's batch: a tensor size, or batching batches.
+    generic = dataset.batch(tf.constant(8, tf.int64))
+    assert not isinstance(generic, reverb.TrajectoryDataset)
+    assert [len(batch.info.key) for batch in generic.as_numpy_iterator()] == [8, 8, 4]
+    twice = batched.batch(2)
+    assert twice.element_spec.data["obs"].shape.as_list() == [None, 8, SEQUENCE, 2]
+    assert [batch.data["obs"].shape for batch in twice.as_numpy_iterator()] == [(2, 8, SEQUENCE, 2)]
+
+
+def test_batch_of_timesteps_spans_items(address: str) -> None:
+    dataset = reverb.TimestepDataset(
+        address, "plain", {"obs": tf.float32, "step": tf.int64}, {"obs": [2], "step": []}, 8,
+        max_samples=5,
+    )  # fmt: skip
+    batched = dataset.batch(6, drop_remainder=True)
+    assert isinstance(batched, reverb.TimestepDataset)
+    assert batched.element_spec.data["step"] == tf.TensorSpec([6], tf.int64)
+    batches = list(batched.as_numpy_iterator())
+    assert len(batches) == 5 * SEQUENCE // 6
+    steps = np.concatenate([batch.data["step"] for batch in batches])
+    keys = np.concatenate([batch.info.key for batch in batches])
+    for item in range(len(steps) // SEQUENCE):
+        part = slice(item * SEQUENCE, (item + 1) * SEQUENCE)
+        assert len(set(keys[part].tolist())) == 1
+        np.testing.assert_array_equal(steps[part], steps[part][0] + np.arange(SEQUENCE))
+
+
 def test_inside_interleave_as_acme_builds_it(address: str) -> None:
     def make(_: object) -> tf.data.Dataset:
         return reverb.TrajectoryDataset.from_table_signature(

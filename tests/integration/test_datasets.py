@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import reverb_py as reverb
-from reverb_py import data, errors
+from reverb_py import _impl, data, errors
 from reverb_py._client import datasets
 from reverb_py._client.channel import shared_loop_thread
 
@@ -245,6 +245,69 @@ def test_timestep_batches_span_items(address: str) -> None:
         address, "plain", None, None, 8, max_samples=5, batch_size=6, drop_remainder=True
     )
     assert [len(batch.info.key) for batch in dropped] == [6, 6, 6]
+
+
+def _check_sequences(batch: reverb.ReplaySample) -> None:
+    starts = batch.data["step"][:, :1]
+    np.testing.assert_array_equal(batch.data["step"], starts + np.arange(SEQUENCE))
+    np.testing.assert_array_equal(batch.data["obs"][..., 0], batch.data["step"])
+
+
+@pytest.mark.parametrize("per_stream", [128, 100])
+def test_batches_stay_whole_across_reopened_streams(address: str, per_stream: int) -> None:
+    it = data.TrajectoryIterator.from_table_signature(
+        address, "seq", 48, max_samples_per_stream=per_stream, max_samples=640, batch_size=64
+    )
+    batches = list(it)
+    assert [len(batch.info.key) for batch in batches] == [64] * 10
+    for batch in batches:
+        _check_sequences(batch)
+    if _impl.IMPLEMENTATION == "cython" and per_stream % 64 == 0:
+        # Each batch is one block of the compiled batch path: 64-byte aligned arrays,
+        # which JAX's CPU devices use in place.
+        for batch in batches:
+            assert batch.data["obs"].ctypes.data % 64 == 0
+
+
+def test_a_batch_of_pieces_is_their_samples_in_order() -> None:
+    def info(key: int) -> reverb.SampleInfo:
+        return reverb.SampleInfo(key, 0.5, 10, 1.0, 2)
+
+    def block(keys: list[int]) -> datasets.Block:
+        fields = [np.array([info(key)[index] for key in keys], dtype) for index, dtype in
+                  enumerate(reverb.SampleInfo.dtypes())]  # fmt: skip
+        column = np.array([[key, key] for key in keys], np.float32)
+        return datasets.Block(reverb.SampleInfo(*fields), [column], len(keys))
+
+    single = (info(3), [np.array([3, 3], np.float32)], (False,))
+    checker = datasets._Checker("t", [(np.dtype(np.float32), (2,))])
+    pieces: list[datasets.Piece] = [block([1, 2]), single, block([4])]
+    batch = datasets._combined("t", checker, pieces, lambda values: values)
+    assert batch.info.key.dtype == np.uint64
+    assert batch.info.key.tolist() == [1, 2, 3, 4]
+    assert batch.info.times_sampled.dtype == np.int32
+    np.testing.assert_array_equal(batch.data[0], [[1, 1], [2, 2], [3, 3], [4, 4]])
+    whole = block([7, 8])
+    assert (
+        datasets._combined("t", checker, [whole], lambda values: values).data[0]
+        is (whole.columns[0])
+    )
+    head, tail = block([1, 2, 3]).split(1)
+    assert head.rows == 1 and tail.rows == 2 and tail.info.key.tolist() == [2, 3]
+
+
+def test_a_sampler_splits_its_blocks_for_smaller_batches(address: str) -> None:
+    options = datasets.SamplerOptions(16, max_samples=40)
+    sampler = datasets.Sampler(address, "seq", options, batch=16)
+    try:
+        batches = list(datasets.trajectories(sampler, batch_size=5))
+    finally:
+        sampler.close()
+    assert [len(batch.info.key) for batch in batches] == [5] * 8
+    for batch in batches:
+        _check_sequences(
+            reverb.ReplaySample(batch.info, {"obs": batch.data[0], "step": batch.data[1]})
+        )
 
 
 def test_batches_of_items_of_different_shapes_fail_clearly(address: str) -> None:
