@@ -46,7 +46,7 @@ FIRST_SAMPLE_BATCH = 16
 # millions of samples holds (and loses, if it is cancelled) at most this many taken but
 # not yet sent.
 MAX_SAMPLE_BATCH = 256
-# The most chunk bytes a batch may reference, judged by the previous batch's samples: a
+# The most bytes a batch's responses may take, judged by the previous batch's: a
 # batch of large items stays small (items evicted while a batch is being sent stay alive
 # until it is sent).
 MAX_SAMPLE_BATCH_BYTES = 32 * 1024 * 1024
@@ -327,26 +327,25 @@ class ReverbServicer:
                 while remaining > 0:
                     records = await table.sample(min(batch, remaining), timeout=timeout)
                     remaining -= len(records)
-                    batch = next_sample_batch(batch, records)
+                    sent = 0
                     # Each write waits until gRPC's flow control has taken the response:
                     # a client that reads slowly holds the stream here, not in memory.
                     for response in sample_responses(table.name, records):
+                        sent += len(response)
                         await context.write(response)
+                    batch = next_sample_batch(batch, len(records), sent)
         except errors.ReverbError as error:
             await self._abort(context, error)
 
 
-def next_sample_batch(batch: int, records: list[Any]) -> int:
+def next_sample_batch(batch: int, count: int, sent: int) -> int:
     """The next batch size of a sample stream: double the last, at most
-    :data:`MAX_SAMPLE_BATCH` samples and about :data:`MAX_SAMPLE_BATCH_BYTES` of chunks
-    (judged by ``records``, the last batch), and at least one sample."""
-    if not records:
+    :data:`MAX_SAMPLE_BATCH` samples and about :data:`MAX_SAMPLE_BATCH_BYTES` (judged by
+    the last batch: ``count`` samples whose responses took ``sent`` bytes), and at least
+    one sample."""
+    if not count:
         return batch
-    total = 0
-    for record in records:
-        for chunk in record.item.chunks:
-            total += len(chunk.data)
-    per_sample = max(1, total // len(records))
+    per_sample = max(1, sent // count)
     return max(1, min(2 * batch, MAX_SAMPLE_BATCH, MAX_SAMPLE_BATCH_BYTES // per_sample))
 
 

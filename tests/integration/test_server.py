@@ -1017,23 +1017,17 @@ async def test_a_large_sample_request_is_taken_in_capped_batches(channel, server
 
 def test_a_sample_stream_batch_of_large_items_is_bounded_by_bytes() -> None:
     from reverb_py.server import _service
-    from reverb_py.server._chunks import Chunk
-    from reverb_py.table import Item, SampledItem
-
-    def records(n: int, chunk_bytes: int) -> list[SampledItem]:
-        chunk = Chunk(1, 1, b"x" * chunk_bytes)
-        return [SampledItem(Item(k, 1.0, chunks=(chunk,)), 1.0, 1, 1.0, 1, False) for k in range(n)]
 
     mib = 1024 * 1024
-    assert _service.next_sample_batch(16, records(16, 100)) == 32
-    assert _service.next_sample_batch(1024, records(4, 100)) == _service.MAX_SAMPLE_BATCH
+    assert _service.next_sample_batch(16, 16, 16 * 100) == 32
+    assert _service.next_sample_batch(1024, 4, 4 * 100) == _service.MAX_SAMPLE_BATCH
     # 1 MiB items: the batch shrinks to the byte bound however large it was.
     bound = _service.MAX_SAMPLE_BATCH_BYTES // mib
-    assert _service.next_sample_batch(1024, records(3, mib)) == bound
-    assert _service.next_sample_batch(16, records(16, mib)) == min(32, bound)
+    assert _service.next_sample_batch(1024, 3, 3 * mib) == bound
+    assert _service.next_sample_batch(16, 16, 16 * mib) == min(32, bound)
     # Items larger than the bound still go out, one per batch.
-    assert _service.next_sample_batch(8, records(1, 2 * _service.MAX_SAMPLE_BATCH_BYTES)) == 1
-    assert _service.next_sample_batch(8, []) == 8
+    assert _service.next_sample_batch(8, 1, 2 * _service.MAX_SAMPLE_BATCH_BYTES) == 1
+    assert _service.next_sample_batch(8, 0, 0) == 8
 
 
 def test_sample_responses_are_built_one_at_a_time() -> None:
