@@ -238,6 +238,13 @@ cdef struct _ColumnRef:
     int first
     int count
 
+cdef struct _InfoRef:
+    uint64_t key
+    double probability
+    int64_t table_size
+    double priority
+    int32_t times_sampled
+
 # Item sizes of the numeric TensorFlow DataTypes of _DTYPES (0: not numeric).
 cdef int64_t _ITEMSIZE[32]
 _ITEMSIZE[:] = [0] * 32
@@ -485,130 +492,162 @@ cdef inline bint _fixed64(const unsigned char** at, const unsigned char* end,
     return True
 
 
-cdef object _slice(const unsigned char* at, const unsigned char* end):
-    """A ``ChunkSlice`` as ``(chunk_key, offset, length, index)``, or None."""
+cdef bint _read_slice(const unsigned char* at, const unsigned char* end,
+                      _SliceRef* piece) noexcept:
+    """A ``ChunkSlice`` (every field a varint)."""
     cdef uint64_t tag, value
-    cdef uint64_t key = 0
-    cdef int32_t offset = 0, length = 0, index = 0
+    piece.key = 0
+    piece.offset = 0
+    piece.length = 0
+    piece.index = 0
     while at < end:
         if not _tag(&at, end, &tag) or not _varint(&at, end, &value):
-            return None  # Every field of a ChunkSlice is a varint.
+            return False
         if tag == 0x08:
-            key = value
+            piece.key = value
         elif tag == 0x10:
-            offset = <int32_t>value
+            piece.offset = <int32_t>value
         elif tag == 0x18:
-            length = <int32_t>value
+            piece.length = <int32_t>value
         elif tag == 0x20:
-            index = <int32_t>value
+            piece.index = <int32_t>value
         else:
-            return None
-    return (key, offset, length, index)
+            return False
+    return True
 
 
-cdef object _columns(const unsigned char* at, const unsigned char* end):
-    """A ``FlatTrajectory`` as ``[(squeeze, [slice, ...]), ...]``, or None."""
-    cdef uint64_t tag, length, value
-    cdef const unsigned char* column_end
-    cdef list columns = []
-    cdef list slices
-    cdef bint squeeze
-    while at < end:
-        if not _tag(&at, end, &tag) or tag != 0x0A or not _length(&at, end, &length):
-            return None
-        column_end = at + length
-        slices = []
-        squeeze = False
-        while at < column_end:
-            if not _tag(&at, column_end, &tag):
-                return None
-            if tag == 0x0A:
-                if not _length(&at, column_end, &length):
-                    return None
-                piece = _slice(at, at + length)
-                if piece is None:
-                    return None
-                slices.append(piece)
-                at += length
-            elif tag == 0x10:
-                if not _varint(&at, column_end, &value):
-                    return None
-                squeeze = value != 0
-            else:
-                return None
-        columns.append((squeeze, slices))
-    return columns
-
-
-def read_info(bytes data):
-    """A serialised ``SampleInfo`` as ``(key, probability, table_size, priority,
-    times_sampled, columns)`` (``columns`` as ``_columns`` gives them), or None."""
-    cdef const unsigned char* at = <const unsigned char*>PyBytes_AS_STRING(data)
-    cdef const unsigned char* end = at + PyBytes_GET_SIZE(data)
+cdef bint _parse_info(const unsigned char* at, const unsigned char* end, _InfoRef* info,
+                      _ColumnRef* layout, _SliceRef* slices, int* columns) noexcept:
+    """A serialised ``SampleInfo``: its fields into ``info``, its item's columns into
+    ``layout`` (each a run of ``slices``); ``columns`` of them (0 without a trajectory).
+    False for anything else (another field, a duplicate message field, too many columns
+    or slices, bytes that do not parse)."""
     cdef const unsigned char* item_end
+    cdef const unsigned char* trajectory_end = NULL
+    cdef const unsigned char* trajectory = NULL
+    cdef const unsigned char* column_end
     cdef uint64_t tag, length, value
-    cdef uint64_t key = 0
-    cdef double probability = 0.0, priority = 0.0
-    cdef int64_t table_size = 0
-    cdef int32_t times_sampled = 0
-    cdef object columns = []
-    cdef bint seen_item = False, seen_trajectory = False
-    if not _LITTLE:
-        return None
+    cdef bint seen_item = False
+    cdef int count_slices = 0, count = 0
+    info.key = 0
+    info.probability = 0.0
+    info.table_size = 0
+    info.priority = 0.0
+    info.times_sampled = 0
     while at < end:
         if not _tag(&at, end, &tag):
-            return None
+            return False
         if tag == 0x0A:
             if seen_item or not _length(&at, end, &length):
-                return None
+                return False
             seen_item = True
             item_end = at + length
             while at < item_end:
                 if not _tag(&at, item_end, &tag):
-                    return None
+                    return False
                 if tag == 0x08:
-                    if not _varint(&at, item_end, &key):
-                        return None
+                    if not _varint(&at, item_end, &info.key):
+                        return False
                 elif tag == 0x29:
-                    if not _fixed64(&at, item_end, &priority):
-                        return None
+                    if not _fixed64(&at, item_end, &info.priority):
+                        return False
                 elif tag == 0x30:
                     if not _varint(&at, item_end, &value):
-                        return None
-                    times_sampled = <int32_t>value
+                        return False
+                    info.times_sampled = <int32_t>value
                 elif tag == 0x12:
                     if not _length(&at, item_end, &length) or not _utf8(at, length):
-                        return None
+                        return False
                     at += length
                 elif tag == 0x3A:
                     if not _length(&at, item_end, &length):
-                        return None
+                        return False
                     if not _valid_message(at, at + length):
-                        return None
+                        return False
                     at += length
                 elif tag == 0x42:
-                    if seen_trajectory or not _length(&at, item_end, &length):
-                        return None
-                    seen_trajectory = True
-                    columns = _columns(at, at + length)
-                    if columns is None:
-                        return None
+                    if trajectory != NULL or not _length(&at, item_end, &length):
+                        return False
+                    trajectory = at
+                    trajectory_end = at + length
                     at += length
                 else:
-                    return None
+                    return False
         elif tag == 0x11:
-            if not _fixed64(&at, end, &probability):
-                return None
+            if not _fixed64(&at, end, &info.probability):
+                return False
         elif tag == 0x18:
             if not _varint(&at, end, &value):
-                return None
-            table_size = <int64_t>value
+                return False
+            info.table_size = <int64_t>value
         elif tag == 0x20:
             if not _varint(&at, end, &value):
-                return None
+                return False
         else:
-            return None
-    return (key, probability, table_size, priority, times_sampled, columns)
+            return False
+    columns[0] = 0
+    if trajectory == NULL:
+        return True
+    at = trajectory
+    while at < trajectory_end:
+        if not _tag(&at, trajectory_end, &tag) or tag != 0x0A:
+            return False
+        if not _length(&at, trajectory_end, &length) or count >= _MAX_COLUMNS:
+            return False
+        column_end = at + length
+        layout[count].squeeze = False
+        layout[count].first = count_slices
+        layout[count].count = 0
+        while at < column_end:
+            if not _tag(&at, column_end, &tag):
+                return False
+            if tag == 0x0A:
+                if not _length(&at, column_end, &length) or count_slices >= _MAX_SLICES:
+                    return False
+                if not _read_slice(at, at + length, &slices[count_slices]):
+                    return False
+                count_slices += 1
+                layout[count].count += 1
+                at += length
+            elif tag == 0x10:
+                if not _varint(&at, column_end, &value):
+                    return False
+                layout[count].squeeze = value != 0
+            else:
+                return False
+        count += 1
+    columns[0] = count
+    return True
+
+
+# read_info's scratch: it runs holding the GIL from start to end.
+cdef _ColumnRef _INFO_LAYOUT[_MAX_COLUMNS]
+cdef _SliceRef _INFO_SLICES[_MAX_SLICES]
+
+
+def read_info(bytes data):
+    """A serialised ``SampleInfo`` as ``(key, probability, table_size, priority,
+    times_sampled, columns)`` (``columns`` as ``[(squeeze, [(chunk_key, offset, length,
+    index), ...]), ...]``), or None."""
+    cdef _InfoRef info
+    cdef int columns, column, position
+    cdef _SliceRef* piece
+    if not _LITTLE:
+        return None
+    if not _parse_info(<const unsigned char*>PyBytes_AS_STRING(data),
+                       <const unsigned char*>PyBytes_AS_STRING(data) + PyBytes_GET_SIZE(data),
+                       &info, _INFO_LAYOUT, _INFO_SLICES, &columns):
+        return None
+    layout = []
+    for column in range(columns):
+        slices = []
+        for position in range(_INFO_LAYOUT[column].first,
+                              _INFO_LAYOUT[column].first + _INFO_LAYOUT[column].count):
+            piece = &_INFO_SLICES[position]
+            slices.append((piece.key, piece.offset, piece.length, piece.index))
+        layout.append((bool(_INFO_LAYOUT[column].squeeze), slices))
+    return (info.key, info.probability, info.table_size, info.priority, info.times_sampled,
+            layout)
 
 
 cdef object _unpack_plain(list layout, dict chunks, bint copy):
@@ -879,125 +918,9 @@ cdef class BatchFiller:
         )
 
     cdef bint _read_info(self, const unsigned char* at, const unsigned char* end,
-                         uint64_t* key, double* probability, int64_t* table_size,
-                         double* priority, int32_t* times_sampled, int* columns) noexcept:
-        cdef const unsigned char* item_end
-        cdef const unsigned char* trajectory_end = NULL
-        cdef const unsigned char* trajectory = NULL
-        cdef const unsigned char* column_end
-        cdef uint64_t tag, length, value
-        cdef bint seen_item = False
-        cdef int slices = 0, count = 0
-        key[0] = 0
-        probability[0] = 0.0
-        table_size[0] = 0
-        priority[0] = 0.0
-        times_sampled[0] = 0
-        while at < end:
-            if not _tag(&at, end, &tag):
-                return False
-            if tag == 0x0A:
-                if seen_item or not _length(&at, end, &length):
-                    return False
-                seen_item = True
-                item_end = at + length
-                while at < item_end:
-                    if not _tag(&at, item_end, &tag):
-                        return False
-                    if tag == 0x08:
-                        if not _varint(&at, item_end, key):
-                            return False
-                    elif tag == 0x29:
-                        if not _fixed64(&at, item_end, priority):
-                            return False
-                    elif tag == 0x30:
-                        if not _varint(&at, item_end, &value):
-                            return False
-                        times_sampled[0] = <int32_t>value
-                    elif tag == 0x12:
-                        if not _length(&at, item_end, &length) or not _utf8(at, length):
-                            return False
-                        at += length
-                    elif tag == 0x3A:
-                        if not _length(&at, item_end, &length):
-                            return False
-                        if not _valid_message(at, at + length):
-                            return False
-                        at += length
-                    elif tag == 0x42:
-                        if trajectory != NULL or not _length(&at, item_end, &length):
-                            return False
-                        trajectory = at
-                        trajectory_end = at + length
-                        at += length
-                    else:
-                        return False
-            elif tag == 0x11:
-                if not _fixed64(&at, end, probability):
-                    return False
-            elif tag == 0x18:
-                if not _varint(&at, end, &value):
-                    return False
-                table_size[0] = <int64_t>value
-            elif tag == 0x20:
-                if not _varint(&at, end, &value):
-                    return False
-            else:
-                return False
-        if trajectory == NULL:
-            return False
-        at = trajectory
-        while at < trajectory_end:
-            if not _tag(&at, trajectory_end, &tag) or tag != 0x0A:
-                return False
-            if not _length(&at, trajectory_end, &length) or count >= _MAX_COLUMNS:
-                return False
-            column_end = at + length
-            self._layout[count].squeeze = False
-            self._layout[count].first = slices
-            self._layout[count].count = 0
-            while at < column_end:
-                if not _tag(&at, column_end, &tag):
-                    return False
-                if tag == 0x0A:
-                    if not _length(&at, column_end, &length) or slices >= _MAX_SLICES:
-                        return False
-                    if not self._read_slice(at, at + length, &self._slices[slices]):
-                        return False
-                    slices += 1
-                    self._layout[count].count += 1
-                    at += length
-                elif tag == 0x10:
-                    if not _varint(&at, column_end, &value):
-                        return False
-                    self._layout[count].squeeze = value != 0
-                else:
-                    return False
-            count += 1
-        columns[0] = count
-        return count > 0
-
-    cdef bint _read_slice(self, const unsigned char* at, const unsigned char* end,
-                          _SliceRef* piece) noexcept:
-        cdef uint64_t tag, value
-        piece.key = 0
-        piece.offset = 0
-        piece.length = 0
-        piece.index = 0
-        while at < end:
-            if not _tag(&at, end, &tag) or not _varint(&at, end, &value):
-                return False
-            if tag == 0x08:
-                piece.key = value
-            elif tag == 0x10:
-                piece.offset = <int32_t>value
-            elif tag == 0x18:
-                piece.length = <int32_t>value
-            elif tag == 0x20:
-                piece.index = <int32_t>value
-            else:
-                return False
-        return True
+                         _InfoRef* info, int* columns) noexcept:
+        return (_parse_info(at, end, info, self._layout, self._slices, columns)
+                and columns[0] > 0)
 
     cdef _TensorRef* _find(self, int chunks, uint64_t key, int64_t index) noexcept:
         cdef int position
@@ -1171,10 +1094,7 @@ cdef class BatchFiller:
         cdef const unsigned char* info = NULL
         cdef const unsigned char* info_end = NULL
         cdef uint64_t tag, length, flag
-        cdef uint64_t key
-        cdef double probability, priority
-        cdef int64_t table_size
-        cdef int32_t times_sampled
+        cdef _InfoRef sample
         cdef int chunks, used, columns
         cdef bint end_of_sequence
         cdef list done = []
@@ -1216,8 +1136,7 @@ cdef class BatchFiller:
             if at != entry_end or info == NULL or not end_of_sequence:
                 at = entry_start
                 break
-            if not self._read_info(info, info_end, &key, &probability, &table_size,
-                                   &priority, &times_sampled, &columns):
+            if not self._read_info(info, info_end, &sample, &columns):
                 at = entry_start
                 break
             if not self._shape_columns(columns, chunks):
@@ -1230,11 +1149,11 @@ cdef class BatchFiller:
             if self._columns < 0:
                 self._start(columns)
             self._write(data, base, columns, chunks)
-            self._keys[self._rows] = key
-            self._probabilities[self._rows] = probability
-            self._table_sizes[self._rows] = table_size
-            self._priorities[self._rows] = priority
-            self._times_sampled[self._rows] = times_sampled
+            self._keys[self._rows] = sample.key
+            self._probabilities[self._rows] = sample.probability
+            self._table_sizes[self._rows] = sample.table_size
+            self._priorities[self._rows] = sample.priority
+            self._times_sampled[self._rows] = sample.times_sampled
             self._rows += 1
             if self._rows == self._block:
                 done.append(self.flush())

@@ -19,7 +19,10 @@ for a fixed time after a warm-up and reports samples/s delivered to its loop:
   .as_numpy_iterator()``; ``torch``: ``reverb_py.torch.TrajectoryDataset`` (in the loop
   process, no ``DataLoader`` workers); ``jax``: ``reverb_py.jax.TrajectoryIterator``
   (CPU device) — these three in ``REVERB_PY_FRAMEWORKS_PYTHON`` (default
-  ``.venv-frameworks/bin/python``, made by ``make test-frameworks``), skipped if absent.
+  ``.venv-frameworks/bin/python``, made by ``make test-frameworks``), skipped if absent;
+* ``numpy+torch``, ``numpy+jax``: the ``numpy`` side in that interpreter, with the
+  framework imported and its runtime started first (what the framework costs a process
+  by being there, apart from its iterator).
 
 Every side uses ``max_in_flight_samples_per_worker=512`` and the default workers. The
 repetitions alternate the order of the sides (rep 1 in the listed order, rep 2 reversed,
@@ -44,7 +47,7 @@ from benchmarks._workloads import frame_pool, small_step
 
 BATCH = 256
 IN_FLIGHT = 512
-SIDES = ("dm", "numpy", "tf", "torch", "jax")
+SIDES = ("dm", "numpy", "tf", "torch", "jax", "numpy+torch", "numpy+jax")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -55,7 +58,7 @@ def _python(side: str) -> str | None:
         )
     elif side == "numpy":
         return sys.executable
-    else:
+    else:  # The frameworks' sides, and the numpy iterator in a process that runs one.
         python = os.environ.get(
             "REVERB_PY_FRAMEWORKS_PYTHON", os.path.join(ROOT, ".venv-frameworks/bin/python")
         )
@@ -114,7 +117,24 @@ def serve(items: dict[str, int]) -> None:
 # ------------------------------------------------------------------ sides
 
 
+def _start_framework(name: str) -> None:
+    """Imports a framework and starts its runtime (as its own iterator's process has)."""
+    if name == "jax":
+        import jax.numpy as jnp
+
+        jnp.zeros(1).block_until_ready()
+    elif name == "torch":
+        import torch
+
+        torch.zeros(1).add_(1)
+    else:
+        raise ValueError(name)
+
+
 def _batches(side: str, address: str, table: str) -> Any:
+    if side.startswith("numpy+"):
+        _start_framework(side.partition("+")[2])
+        side = "numpy"
     if side == "dm":
         import reverb
 

@@ -9,6 +9,8 @@ Usage::
     python -m benchmarks.plot --checkpoint [--in ...] [--out ...]
     python -m benchmarks.plot --compare [--in benchmarks/results/compare.json]
                               [--out benchmarks/results/compare.png]
+    python -m benchmarks.plot --learner [--in benchmarks/results/learner.json]
+                              [--out benchmarks/results/learner.png]
 
 With ``--e2e``: one bar per end-to-end workload (rate, log scale), with the Reverb reference
 figures (not measured here) drawn as markers where there is one.
@@ -393,6 +395,45 @@ def plot_hostile(inp: str, soak: str, out: str) -> pathlib.Path:
     return path
 
 
+def plot_learner(inp: str, out: str) -> pathlib.Path:
+    """Samples/s delivered to the learner's loop per side and table, with each side's
+    ratio to dm-reverb's dataset (one run)."""
+    data = json.loads(pathlib.Path(inp).read_text(encoding="utf-8"))
+    tables = list(data["results"])
+    fig, axes = plt.subplots(1, len(tables), figsize=(6.5 * len(tables), 4.5), squeeze=False)
+    for ax, table in zip(axes[0], tables):
+        sides = data["results"][table]
+        names = list(sides)
+        rates = [sides[name]["samples_per_s"] for name in names]
+        colors = ["#d62728" if name == "dm" else "#1f77b4" for name in names]
+        bars = ax.bar(range(len(names)), rates, color=colors)
+        for bar, name in zip(bars, names):
+            ratio = sides[name].get("ratio_vs_dm")
+            if ratio is not None and name != "dm":
+                ax.annotate(
+                    f"x{ratio:.2f}",
+                    (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                    ha="center",
+                    va="bottom",
+                    fontsize=8,
+                )
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(
+            ["dm-reverb" if name == "dm" else name for name in names], rotation=20, fontsize=8
+        )
+        ax.set_ylabel("samples/s delivered (batches of 256)")
+        ax.set_title(f"table '{table}'", fontsize=9)
+    fig.suptitle(
+        f"learner input vs dm-reverb's TrajectoryDataset; {data['machine'].get('date_utc', '')}",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    path = pathlib.Path(out)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--in", dest="inp", default=None)
@@ -406,7 +447,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--hostile", action="store_true", help="plot hostile.json and soak.json instead"
     )
+    parser.add_argument("--learner", action="store_true", help="plot learner.json instead")
     args = parser.parse_args(argv)
+    if args.learner:
+        path = plot_learner(
+            args.inp or str(RESULTS_DIR / "learner.json"),
+            args.out or str(RESULTS_DIR / "learner.png"),
+        )
+        print(f"# wrote {path}")
+        return 0
     if args.hostile:
         path = plot_hostile(
             args.inp or str(RESULTS_DIR / "hostile.json"),

@@ -2,8 +2,9 @@
 
 :class:`TrajectoryIterator` takes the arguments of
 :class:`reverb_py.data.TrajectoryIterator` plus ``prefetch``, ``device`` and ``shard``. It
-keeps ``prefetch`` batches in flight to the device (``jax.device_put`` returns before the
-copy is done, so the next batches travel while the learner computes). With
+keeps ``prefetch`` batches in flight to the device: a thread of the iterator takes the
+host batches and puts them on the device (one ``jax.device_put`` per batch), while the
+learner computes. With
 ``shard=True`` each batch is split along its leading axis over ``devices`` (default: the
 local devices), one ``jax.Array`` per leaf sharded with a one-axis mesh.
 
@@ -14,9 +15,14 @@ the host anyway. String columns stay numpy arrays of bytes.
 
 from __future__ import annotations
 
-import collections
-from collections.abc import Sequence
-from typing import Any
+import functools
+import inspect
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, cast
 
 try:
     import jax
@@ -29,6 +35,94 @@ from reverb_py._codec import nest
 from reverb_py.replay_sample import ReplaySample
 
 __all__ = ["TimestepIterator", "TrajectoryIterator"]
+
+_END = object()
+"""What the transfer thread hands over after the last batch."""
+
+_STOP_WAIT_S = 10.0
+"""How long :meth:`_Transfer.stop` waits for the transfer thread."""
+
+
+class _Transfer:
+    """A thread putting the host batches on the device, ``prefetch`` ahead of the
+    consumer: the transfer's dispatch runs while the consumer computes or waits for
+    samples, not on its thread. Holds no reference to the iterator that owns it (which
+    therefore can be collected; collecting it stops the thread)."""
+
+    def __init__(
+        self, host: Iterator[ReplaySample], put: Callable[[Any], Any], prefetch: int
+    ) -> None:
+        self._host = host
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=prefetch)
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(
+            target=_transfer,
+            args=(host, put, self._queue, self._stopping),
+            name="reverb_py-jax-transfer",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def get(self) -> Any:
+        """The next batch on the device, ``_END``, or the error that ended the input."""
+        return self._queue.get()
+
+    def stop(self, wait: bool = True) -> None:
+        """Closes the input and lets the thread end (waiting at most ``_STOP_WAIT_S``)."""
+        self._stopping.set()
+        close = getattr(self._host, "close", None)
+        if close is not None:
+            close()
+        deadline = time.monotonic() + _STOP_WAIT_S
+        while True:
+            # Empty the queue, so that a thread waiting to hand over a batch goes on.
+            while True:
+                try:
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            if not wait or threading.current_thread() is self._thread:
+                return
+            self._thread.join(0.05)
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                return
+
+
+def _put(target: Any, data: Any) -> Any:
+    """``data`` with its numeric leaves on ``target``, all in one ``device_put``."""
+    leaves = nest.flatten(data)
+    numeric = [
+        index
+        for index, leaf in enumerate(leaves)
+        if not (isinstance(leaf, np.ndarray) and leaf.dtype.kind in "OSU")
+    ]
+    # The compiled batch path's arrays are 64-byte aligned: a CPU device then uses them
+    # in place rather than copying them (nothing writes to them after).
+    placed = jax.device_put([leaves[index] for index in numeric], target, **_ALIAS)
+    for index, array in zip(numeric, placed):
+        leaves[index] = array
+    return nest.unflatten_as(data, leaves)
+
+
+_ALIAS = {"may_alias": True} if "may_alias" in inspect.signature(jax.device_put).parameters else {}
+
+
+def _transfer(
+    host: Iterator[ReplaySample],
+    put: Callable[[Any], Any],
+    out: queue.Queue[Any],
+    stopping: threading.Event,
+) -> None:
+    last: Any = _END
+    try:
+        for sample in host:
+            if stopping.is_set():
+                return
+            out.put(ReplaySample(sample.info, put(sample.data)))
+    except BaseException as error:  # Handed to the consumer, raised there.
+        last = error
+    if not stopping.is_set():
+        out.put(last)
 
 
 class _DeviceIterator:
@@ -87,8 +181,8 @@ class _DeviceIterator:
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
             raise ValueError(f"prefetch ({prefetch!r}) must be a positive integer")
         self._prefetch = prefetch
-        self._buffer: collections.deque[ReplaySample] = collections.deque()
-        self._exhausted = False
+        self._transfer: _Transfer | None = None
+        self._closed = False
         if shard:
             if batch_size is None:
                 raise ValueError("shard=True needs a batch_size (batches are split over devices)")
@@ -159,44 +253,35 @@ class _DeviceIterator:
             certificate_chain=certificate_chain,
         )
 
-    def _put(self, data: Any) -> Any:
-        """``data`` with its numeric leaves on the device, all in one ``device_put``."""
-        leaves = nest.flatten(data)
-        numeric = [
-            index
-            for index, leaf in enumerate(leaves)
-            if not (isinstance(leaf, np.ndarray) and leaf.dtype.kind in "OSU")
-        ]
-        # The compiled batch path's arrays are 64-byte aligned: a CPU device then uses
-        # them in place rather than copying them.
-        placed = jax.device_put([leaves[index] for index in numeric], self._target)
-        for index, array in zip(numeric, placed):
-            leaves[index] = array
-        return nest.unflatten_as(data, leaves)
-
-    def _fill(self) -> None:
-        while not self._exhausted and len(self._buffer) < self._prefetch:
-            try:
-                sample = next(self._host)
-            except StopIteration:
-                self._exhausted = True
-                return
-            self._buffer.append(ReplaySample(sample.info, self._put(sample.data)))
-
     def __iter__(self) -> Any:
         return self
 
     def __next__(self) -> ReplaySample:
-        self._fill()
-        if not self._buffer:
+        transfer = self._transfer
+        if transfer is None:
+            if self._closed:
+                raise StopIteration
+            put = functools.partial(_put, self._target)
+            transfer = self._transfer = _Transfer(self._host, put, self._prefetch)
+            weakref.finalize(self, transfer.stop, False)
+        item = transfer.get()
+        if item is _END:
+            self.close()
             raise StopIteration
-        return self._buffer.popleft()
+        if isinstance(item, BaseException):
+            self.close()
+            raise item
+        return cast(ReplaySample, item)
 
     def close(self) -> None:
-        """Closes the streams and drops the prefetched batches. Idempotent."""
-        self._host.close()
-        self._buffer.clear()
-        self._exhausted = True
+        """Closes the streams, stops the transfers and drops the prefetched batches.
+        Idempotent."""
+        self._closed = True
+        transfer, self._transfer = self._transfer, None
+        if transfer is not None:
+            transfer.stop()
+        else:
+            self._host.close()
 
     def __enter__(self) -> Any:
         return self

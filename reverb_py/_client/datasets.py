@@ -661,10 +661,30 @@ def _batched_info(infos: Sequence[SampleInfo], counts: Any = None) -> SampleInfo
     return SampleInfo(*fields)
 
 
+ALIGNMENT = 64
+"""Byte alignment of the arrays of a batch (as the compiled batch path's): JAX's CPU
+devices use such arrays in place, and TensorFlow's ``from_generator`` too."""
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+    """An uninitialised array whose data starts on an :data:`ALIGNMENT` boundary."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    buffer = np.empty(nbytes + ALIGNMENT, np.uint8)
+    offset = -buffer.ctypes.data % ALIGNMENT
+    return buffer[offset : offset + nbytes].view(dtype).reshape(shape)
+
+
 def _stack(table: str, arrays: list[np.ndarray], index: int) -> np.ndarray:
     """Rows (each array a block of them) concatenated along the first axis."""
     try:
-        return np.concatenate(arrays)
+        shape = arrays[0].shape[1:]
+        if any(array.shape[1:] != shape for array in arrays):
+            raise ValueError("shapes differ")
+        dtype = np.result_type(*arrays)
+        if dtype.kind == "O":
+            return np.concatenate(arrays)
+        out = aligned_empty((sum(len(array) for array in arrays), *shape), dtype)
+        return np.concatenate(arrays, out=out)
     except ValueError:
         shapes = sorted({format_shape(array.shape[1:]) for array in arrays})
         raise errors.InvalidArgumentError(

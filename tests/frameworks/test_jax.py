@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
+from reverb_py import errors
 from tests.frameworks._tables import SEQUENCE, filled_server
 
 jax = pytest.importorskip("jax")
@@ -87,3 +90,48 @@ def test_batches_sharded_over_two_devices(address: str) -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     assert "sharded ok" in out.stdout
+
+
+def _transfer_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "reverb_py-jax-transfer"]
+
+
+def test_closing_mid_iteration_stops_the_transfer_thread(address: str) -> None:
+    before = len(_transfer_threads())
+    it = reverb_jax.TrajectoryIterator.from_table_signature(
+        address, "seq", 16, batch_size=4, prefetch=2
+    )
+    assert len(_transfer_threads()) == before  # nothing starts before the first next()
+    next(it)
+    assert len(_transfer_threads()) == before + 1
+    it.close()
+    assert len(_transfer_threads()) == before
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+def test_a_collected_iterator_stops_its_transfer_thread(address: str) -> None:
+    before = len(_transfer_threads())
+    it = reverb_jax.TrajectoryIterator.from_table_signature(address, "seq", 16, batch_size=4)
+    next(it)
+    (thread,) = _transfer_threads()[before:]
+    del it
+    gc.collect()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert len(_transfer_threads()) == before
+
+
+def test_a_server_stopped_mid_iteration_raises_in_the_consumer() -> None:
+    server = filled_server()
+    try:
+        it = reverb_jax.TrajectoryIterator.from_table_signature(
+            f"localhost:{server.port}", "seq", 8, batch_size=4
+        )
+        next(it)
+    finally:
+        server.stop()
+    with pytest.raises((errors.UnavailableError, errors.CancelledOperationError)):
+        for _ in range(10_000):
+            next(it)
+    assert not any(t.is_alive() for t in _transfer_threads())
