@@ -366,6 +366,7 @@ cdef bint _parse_tensor(const unsigned char* at, const unsigned char* end,
     """A plain numeric ``TensorProto``: its dtype, dims and snappy content."""
     cdef uint64_t tag, length, dtype = 0
     cdef unsigned char empty = 0
+    cdef const unsigned char* header
     cdef bint seen_dtype = False, seen_shape = False, seen_content = False
     tensor.ndim = 0
     tensor.nbytes = 1
@@ -405,7 +406,15 @@ cdef bint _parse_tensor(const unsigned char* at, const unsigned char* end,
         # No content, or content that decompresses to nothing.
         return tensor.content_length == 0 or _unsnappy(
             tensor.content, tensor.content_length, &empty, 0)
-    return tensor.content_length != 0
+    # Before anything is allocated for it: the snappy header must give the tensor's
+    # size, and a size snappy cannot reach from this much content (it expands at most
+    # 64 bytes per 3) is refused.
+    header = tensor.content
+    if (not _varint(&header, tensor.content + tensor.content_length, &length)
+            or <int64_t>length != tensor.nbytes
+            or <uint64_t>tensor.nbytes > 22 * tensor.content_length + 64):
+        return False
+    return True
 
 
 cdef object _tensor(object data, const unsigned char* base, const unsigned char* at,

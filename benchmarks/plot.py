@@ -43,6 +43,16 @@ from benchmarks._common import RESULTS_DIR  # noqa: E402
 PLOT_OPS = ("insert", "update", "update_many", "sample", "delete")
 
 
+def _save(fig: plt.Figure, out: str) -> pathlib.Path:
+    """Lays ``fig`` out, writes it to ``out`` (PNG) and closes it."""
+    fig.tight_layout()
+    path = pathlib.Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_e2e(inp: str, out: str) -> pathlib.Path:
     """Bar chart of ``e2e.json``: measured rates, Reverb reference markers."""
     data = json.loads(pathlib.Path(inp).read_text(encoding="utf-8"))
@@ -86,11 +96,7 @@ def plot_e2e(inp: str, out: str) -> pathlib.Path:
     ax.grid(axis="x", which="both", alpha=0.3)
     ax.set_xlabel("items, samples or keys per second (log)")
     ax.legend(fontsize=8, loc="upper right")
-    fig.tight_layout()
-    path = pathlib.Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
+    return _save(fig, out)
 
 
 def plot_checkpoint(inp: str, out: str) -> pathlib.Path:
@@ -159,11 +165,7 @@ def plot_checkpoint(inp: str, out: str) -> pathlib.Path:
     ax.set_xlabel("seconds (median of 3)")
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    path = pathlib.Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
+    return _save(fig, out)
 
 
 COMPARE_SHORT = {
@@ -338,12 +340,7 @@ def plot_compare(inp: str, out: str) -> pathlib.Path:
         ax3 = fig.add_subplot(grid[1, 1])
         panel(ax3, mem, "server RSS bytes per item (lower is better)", False, ",.0f")
         ax3.set_title("server memory per item", fontsize=9)
-    fig.tight_layout()
-    path = pathlib.Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out)
 
 
 def plot_hostile(inp: str, soak: str, out: str) -> pathlib.Path:
@@ -388,11 +385,7 @@ def plot_hostile(inp: str, soak: str, out: str) -> pathlib.Path:
         f"{data['items']} items of 1 MiB per server; {data['machine'].get('date_utc', '')}",
         fontsize=9,
     )
-    fig.tight_layout()
-    path = pathlib.Path(out)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out)
 
 
 def plot_learner(inp: str, out: str) -> pathlib.Path:
@@ -427,11 +420,7 @@ def plot_learner(inp: str, out: str) -> pathlib.Path:
         f"learner input vs dm-reverb's TrajectoryDataset; {data['machine'].get('date_utc', '')}",
         fontsize=9,
     )
-    fig.tight_layout()
-    path = pathlib.Path(out)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -357,3 +357,22 @@ def test_sample_responses_are_the_pure_twins_bytes(fast_records) -> None:
             assert fast_records.encode_sample_info(
                 table_field, record
             ) == pure_records.encode_sample_info(table_field, record)
+
+
+def test_a_tensor_bigger_than_its_content_can_be_is_never_allocated(fast) -> None:
+    """A chunk claiming a huge tensor with a few bytes of content: neither fast path
+    allocates it; the per-sample path refuses the chunk."""
+    stream = _Stream(3)
+    stream.layout = [(np.uint8, (4,), False)]
+    response = reverb_service_pb2.SampleStreamResponse()
+    stream.sample(response.entries.add(), plain=True)
+    chunk = schema_pb2.ChunkData.FromString(response.entries[0].data[0].SerializeToString())
+    tensor = chunk.data.tensors[0]
+    tensor.tensor_shape.dim[1].size = 2**38  # 256 GiB of uint8 per step
+    response.entries[0].data[0].CopyFrom(chunk)
+    data = response.SerializeToString()
+    filler = fast.BatchFiller(8, SampleInfo, errors.InvalidArgumentError)
+    assert filler.add(data) == ([], 0)
+    assert fast.decode_chunk_bytes(chunk.SerializeToString()) is None
+    with pytest.raises(errors.InvalidArgumentError):
+        SampleAssembler().add_bytes(data)
