@@ -74,6 +74,31 @@ def test_trajectory_batches(dm_client: Any, server: Any) -> None:
     assert batches[0].data["text"][0].dtype == object, where
 
 
+def test_a_long_read_asks_ahead_on_its_stream(dm_client: Any, server: Any) -> None:
+    """Thousands of samples with 64 in flight: the stream asks for more while its last
+    request is being answered, which dm-reverb's server answers in order."""
+    keys = set()
+    for offset in (0, 100, 200):
+        write(
+            dm_client,
+            server,
+            "write_trajectory",
+            steps=S.sig_steps(offset=offset),
+            items=[{"table": "sig", "priority": 1.0, "layout": S.SIG_LAYOUT}],
+        )
+    where = f"{CELL}: TrajectoryIterator(64 in flight, 3000 samples, batch_size=32)"
+    with data.TrajectoryIterator.from_table_signature(
+        server.address, "sig", 64, max_samples=3000, batch_size=32
+    ) as batches:
+        sizes = []
+        for batch in batches:
+            sizes.append(len(batch.info.key))
+            keys.update(int(key) for key in batch.info.key)
+            assert batch.data["obs"].shape[1:] == (3, 3), where
+    assert sizes == [32] * 93 + [24], f"{where}: {sizes}"
+    assert len(keys) == 3, where
+
+
 def test_timesteps_from_table_signature(dm_client: Any, server: Any) -> None:
     steps = S.step_sig_steps(num_steps=3)
     write(
