@@ -250,6 +250,9 @@ class TableObserver(Protocol):
     def sampled(self, table: Table, records: list[SampledItem], start: int) -> None:
         """``records[start:]`` were just sampled."""
 
+    def resetting(self, table: Table) -> None:
+        """``table`` is about to be reset: its rate limiter's counters go back to 0."""
+
 
 class _Waiter:
     __slots__ = ("future", "item", "num_samples", "timer", "records", "rate_limited", "since")
@@ -1085,6 +1088,8 @@ class Table:
         """
         if self._on_reset:
             self._call_hooks(self._on_reset)
+        if self._observer is not None:
+            self._observer.resetting(self)
         self._items.clear()
         if self._chunk_refs is not None:
             self._chunk_refs.clear()

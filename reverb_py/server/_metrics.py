@@ -98,11 +98,24 @@ class _TableObserver:
         self.insert_waits: dict[str, Histogram] = {}
         self.sample_waits: dict[str, Histogram] = {}
         self.ages: dict[str, Histogram] = {}
+        # Inserts, samples and deletes counted before the table's resets.
+        self.before_resets: dict[str, tuple[int, int, int]] = {}
 
     def add(self, name: str) -> None:
         self.insert_waits[name] = Histogram(WAIT_BUCKETS, 1e-6)
         self.sample_waits[name] = Histogram(WAIT_BUCKETS, 1e-6)
         self.ages[name] = Histogram(AGE_BUCKETS, 1e-9)
+        self.before_resets[name] = (0, 0, 0)
+
+    def counters(self, table: Table) -> tuple[int, int, int]:
+        """The table's inserts, samples and deletes since the metrics started observing
+        it (plus what it had then), across resets: Prometheus counters never go down."""
+        inserts, samples, deletes = table.rate_limiter_counters()
+        before = self.before_resets[table.name]
+        return before[0] + inserts, before[1] + samples, before[2] + deletes
+
+    def resetting(self, table: Table) -> None:
+        self.before_resets[table.name] = self.counters(table)
 
     def waited(self, table: Table, insert: bool, seconds: float) -> None:
         waits = self.insert_waits if insert else self.sample_waits
@@ -180,17 +193,17 @@ class ServerMetrics:
         )
         inserts = CounterMetricFamily(
             "reverb_py_table_inserts",
-            "Items inserted (new keys; since start, reset or the loaded checkpoint).",
+            "Items inserted (new keys; since start or the loaded checkpoint, across resets).",
             labels=table,
         )
         samples = CounterMetricFamily(
             "reverb_py_table_samples",
-            "Samples taken (since start, reset or the loaded checkpoint).",
+            "Samples taken (since start or the loaded checkpoint, across resets).",
             labels=table,
         )
         deletes = CounterMetricFamily(
             "reverb_py_table_deletes",
-            "Items deleted for any reason (since start, reset or the loaded checkpoint).",
+            "Items deleted for any reason (since start or the loaded checkpoint, across resets).",
             labels=table,
         )
         evictions = CounterMetricFamily(
@@ -238,7 +251,7 @@ class ServerMetrics:
             name = [t.name]
             size.add_metric(name, len(t))
             max_size.add_metric(name, t.max_size)
-            counted_inserts, counted_samples, counted_deletes = t.rate_limiter_counters()
+            counted_inserts, counted_samples, counted_deletes = observer.counters(t)
             inserts.add_metric(name, counted_inserts)
             samples.add_metric(name, counted_samples)
             deletes.add_metric(name, counted_deletes)

@@ -132,6 +132,26 @@ def test_a_known_sequence_of_operations_gives_exact_values(tmp_path) -> None:
     assert value(samples, "reverb_py_checkpoint_size_bytes") == _metrics.directory_bytes(path) > 0
 
 
+def test_counters_never_go_down_when_a_table_is_reset() -> None:
+    with Server([fifo_table()], port=0, metrics_port=0) as server:
+        client = server.localhost_client()
+        for step in range(3):
+            client.insert(np.float32(step), {"t": 1.0})
+        assert len(list(client.sample("t", 2))) == 2
+        before = scrape(server.metrics_port)
+        client.reset("t")
+        client.insert(np.float32(9), {"t": 1.0})
+        after = scrape(server.metrics_port)
+    t = {"table": "t"}
+    assert value(before, "reverb_py_table_inserts_total", **t) == 3
+    assert value(after, "reverb_py_table_inserts_total", **t) == 4
+    assert value(after, "reverb_py_table_samples_total", **t) == 2
+    assert value(after, "reverb_py_table_deletes_total", **t) == value(
+        before, "reverb_py_table_deletes_total", **t
+    )
+    assert value(after, "reverb_py_table_size", **t) == 1
+
+
 def test_histogram_buckets_are_cumulative_with_the_configured_bounds() -> None:
     histogram = _metrics.Histogram((0.5, 1.0, 2.0), unit=1e-3)
     for seconds in (0.1, 0.5, 0.7, 3.0):
