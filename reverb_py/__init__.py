@@ -42,6 +42,7 @@ __version__ = "0.1.0"
 
 # Reverb's TensorFlow names and the module of each, imported (with TensorFlow) on first use.
 _TENSORFLOW_NAMES = {
+    "PatternDataset": "reverb_py._tf_data",
     "TimestepDataset": "reverb_py._tf_data",
     "TrajectoryDataset": "reverb_py._tf_data",
     "TFClient": "reverb_py.tf_client",

@@ -35,7 +35,13 @@ from reverb_py._client.credentials import ClientCredentials
 from reverb_py._codec import nest
 from reverb_py.replay_sample import ReplaySample, SampleInfo
 
-__all__ = ["BLOCK", "TimestepDataset", "TrajectoryDataset"]
+__all__ = [
+    "BLOCK",
+    "PatternDataset",
+    "TimestepDataset",
+    "TrajectoryDataset",
+    "pattern_dataset_with_info",
+]
 
 BLOCK = 256
 """Most samples (timesteps: items) handed to TensorFlow in one block."""
@@ -268,3 +274,94 @@ class TimestepDataset(_ReverbDataset):
     """A ``tf.data.Dataset`` of the time steps of a Reverb table's items."""
 
     _timesteps = True
+
+
+class PatternDataset(tf.data.Dataset):  # type: ignore[misc]
+    """A ``tf.data.Dataset`` of the trajectories StructuredWriter ``configs`` make of the
+    steps of ``input_dataset``, as if the steps were written with those configs and the
+    items then read back (Reverb's ``PatternDataset``; eager mode).
+
+    Args:
+      input_dataset: a dataset of steps (flat: one element per step).
+      configs: the patterns (``StructuredWriterConfig`` s, of one pattern structure).
+        Each gets a ``buffer_length`` condition for the history it needs, unless it has
+        one (the given messages are not changed).
+      respect_episode_boundaries: no trajectory spans two episodes.
+      is_end_of_episode: a function of a step returning a scalar bool: whether it is
+        the last step of its episode.
+
+    Raises:
+      ValueError: ``is_end_of_episode`` does not return a scalar bool, or the configs are
+        invalid or do not fit the steps.
+    """
+
+    @_plain
+    def __init__(
+        self,
+        input_dataset: Any,
+        configs: Any,
+        respect_episode_boundaries: bool,
+        is_end_of_episode: Callable[..., Any],
+    ) -> None:
+        from reverb_py import structured_writer
+        from reverb_py._writer import local_patterns
+        from reverb_py._writer.structured_writer import as_configs
+
+        self._configs = local_patterns.with_history_conditions(as_configs(configs))
+        local_patterns.LocalPatterns(self._configs, respect_episode_boundaries)  # checks them
+        self._clear = bool(respect_episode_boundaries)
+        step_spec = input_dataset.element_spec
+        signature = data.lists_to_tuples(
+            structured_writer.infer_signature(self._configs, step_spec)
+        )
+        self._structure = signature
+        self._element_spec = tf.nest.map_structure(
+            lambda spec: tf.TensorSpec(_tf_shape(spec.shape), _tf_dtype(np.dtype(spec.dtype))),
+            signature,
+        )
+
+        def step_and_end(*components: Any) -> Any:
+            step = tf.nest.pack_sequence_as(step_spec, tf.nest.flatten(components))
+            return step, is_end_of_episode(*components)
+
+        self._steps = input_dataset.map(step_and_end)
+        end_spec = self._steps.element_spec[1]
+        if not tf.TensorSpec([], tf.bool).is_compatible_with(end_spec):
+            raise ValueError(
+                "Invalid `is_end_of_episode`. `is_end_of_episode` must return `bool`, but "
+                f"its return type is {end_spec}."
+            )
+        self._dataset = tf.data.Dataset.from_generator(
+            self._trajectories, output_signature=self._element_spec
+        )
+        super().__init__(self._dataset._variant_tensor)
+
+    @_plain
+    def _trajectories(self) -> Iterator[Any]:
+        from reverb_py._writer.local_patterns import LocalPatterns
+
+        patterns = LocalPatterns(self._configs, self._clear)
+        for step, end in self._steps:
+            flat = [leaf.numpy() for leaf in tf.nest.flatten(step)]
+            for columns in patterns.append(flat, bool(end.numpy())):
+                yield nest.unflatten_as(self._structure, columns)
+
+    def _inputs(self) -> list[Any]:
+        return []
+
+    @property
+    def element_spec(self) -> Any:
+        return self._element_spec
+
+
+def pattern_dataset_with_info(
+    input_dataset: Any,
+    configs: Any,
+    respect_episode_boundaries: bool,
+    is_end_of_episode: Callable[..., Any],
+) -> Any:
+    """A :class:`PatternDataset` whose elements are ``ReplaySample`` s with an info of
+    zeros (Reverb's ``pattern_dataset_with_info``)."""
+    patterns = PatternDataset(input_dataset, configs, respect_episode_boundaries, is_end_of_episode)
+    zeros = SampleInfo(*(tf.zeros([], tf.as_dtype(dtype)) for dtype in SampleInfo.dtypes()))
+    return patterns.map(lambda trajectory: ReplaySample(info=zeros, data=trajectory))

@@ -11,8 +11,13 @@ import types
 import pytest
 
 LISTING = pathlib.Path(__file__).parents[1] / "unit" / "data" / "dm_reverb_0_14_names.json"
-TF_MODULES = ("reverb.tf_client", "reverb.timestep_dataset", "reverb.trajectory_dataset")
-TF_NAMES = ("TFClient", "TimestepDataset", "TrajectoryDataset")
+TF_MODULES = (
+    "reverb.pattern_dataset",
+    "reverb.tf_client",
+    "reverb.timestep_dataset",
+    "reverb.trajectory_dataset",
+)
+TF_NAMES = ("PatternDataset", "TFClient", "TimestepDataset", "TrajectoryDataset")
 
 
 def _ours(name: str) -> str:

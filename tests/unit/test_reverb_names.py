@@ -33,9 +33,11 @@ PENDING = PENDING_DATASETS
 # Reverb names made of TensorFlow: without TensorFlow, reaching them must fail with an
 # ImportError that says so (tests/frameworks/test_tf_names.py resolves them with it).
 NEEDS_TENSORFLOW = {
+    "reverb.PatternDataset",
     "reverb.TFClient",
     "reverb.TimestepDataset",
     "reverb.TrajectoryDataset",
+    "reverb.pattern_dataset",
     "reverb.tf_client",
     "reverb.timestep_dataset",
     "reverb.trajectory_dataset",
