@@ -164,3 +164,22 @@ def parse_checkpoint(root: str) -> dict:
         "items": items,
         "chunks": chunks,
     }
+
+
+def pattern_dataset_items(
+    configs: list, num_steps: int, episode_length: int, respect_episode_boundaries: bool
+) -> list:
+    """dm-reverb's ``PatternDataset`` over steps ``{"index": i, "obs": [i, i]}``
+    (episodes of ``episode_length``) with the serialised ``configs``: every item."""
+    from reverb import pattern_dataset, structured_writer
+
+    steps = tf.data.Dataset.range(num_steps).map(
+        lambda i: {"index": i, "obs": tf.cast(tf.fill([2], i), tf.float32)}
+    )
+    dataset = pattern_dataset.PatternDataset(
+        input_dataset=steps,
+        configs=[structured_writer.Config.FromString(bytes(config)) for config in configs],
+        respect_episode_boundaries=respect_episode_boundaries,
+        is_end_of_episode=lambda step: tf.equal(step["index"] % episode_length, episode_length - 1),
+    )
+    return [tf.nest.map_structure(_to_numpy, item) for item in dataset]
