@@ -66,7 +66,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("datasets", (r"reverb_py\.data",)),
     (
         "framework adapters",
-        (r"reverb_py\.(torch|jax|_tf_data|tf_client|trajectory_dataset|timestep_dataset)",),
+        (
+            r"reverb_py\.(torch|jax|_tf_data|tf_client|trajectory_dataset|timestep_dataset"
+            r"|pattern_dataset)",
+        ),
     ),
     ("Reverb's native names", (r"reverb_py\.(lib)?pybind",)),
     ("package", (r"reverb_py",)),
