@@ -18,8 +18,10 @@ for a fixed time after a warm-up and reports samples/s delivered to its loop:
 * ``tf``: ``reverb_py.TrajectoryDataset.from_table_signature(...).batch(256)
   .as_numpy_iterator()``; ``torch``: ``reverb_py.torch.TrajectoryDataset`` (in the loop
   process, no ``DataLoader`` workers); ``jax``: ``reverb_py.jax.TrajectoryIterator``
-  (CPU device) — these three in ``REVERB_PY_FRAMEWORKS_PYTHON`` (default
-  ``.venv-frameworks/bin/python``, made by ``make test-frameworks``), skipped if absent;
+  (CPU device); ``jax-device_put``: the same iterator with every batch put through the
+  public ``jax.device_put`` (one call per batch) instead of its direct transfer — these
+  in ``REVERB_PY_FRAMEWORKS_PYTHON`` (default ``.venv-frameworks/bin/python``, made by
+  ``make test-frameworks``), skipped if absent;
 * ``numpy+torch``, ``numpy+jax``: the ``numpy`` side in that interpreter, with the
   framework imported and its runtime started first (what the framework costs a process
   by being there, apart from its iterator).
@@ -33,6 +35,7 @@ cProfile of the ``numpy`` side's consumer thread and its loop thread's share of 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -47,7 +50,7 @@ from benchmarks._workloads import frame_pool, small_step
 
 BATCH = 256
 IN_FLIGHT = 512
-SIDES = ("dm", "numpy", "tf", "torch", "jax", "numpy+torch", "numpy+jax")
+SIDES = ("dm", "numpy", "tf", "torch", "jax", "jax-device_put", "numpy+torch", "numpy+jax")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -159,9 +162,14 @@ def _batches(side: str, address: str, table: str) -> Any:
                 address, table, IN_FLIGHT, batch_size=BATCH
             )
         )
-    if side == "jax":
+    if side in ("jax", "jax-device_put"):
         import reverb_py.jax
 
+        if side == "jax-device_put":
+            # What the iterator did before its direct transfer, for the side by side.
+            reverb_py.jax._putter = lambda target: functools.partial(  # type: ignore[assignment]
+                reverb_py.jax._put, target
+            )
         return reverb_py.jax.TrajectoryIterator.from_table_signature(
             address, table, IN_FLIGHT, batch_size=BATCH
         )

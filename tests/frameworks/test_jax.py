@@ -78,6 +78,13 @@ for batch in it:
     assert obs.shape == (4, 3, 2)
     assert len(obs.sharding.device_set) == 2
     assert [shard.data.shape for shard in obs.addressable_shards] == [(2, 3, 2), (2, 3, 2)]
+second = jax.local_devices()[1]
+with reverb_jax.TrajectoryIterator.from_table_signature(
+    sys.argv[1], "seq", 8, max_samples=4, batch_size=4, device=second
+) as it:
+    (batch,) = list(it)
+assert batch.data["obs"].devices() == {second}, batch.data["obs"].devices()
+assert batch.data["step"].devices() == {second}, batch.data["step"].devices()
 print("sharded ok")
 """
 
@@ -135,3 +142,94 @@ def test_a_server_stopped_mid_iteration_raises_in_the_consumer() -> None:
         for _ in range(10_000):
             next(it)
     assert not any(t.is_alive() for t in _transfer_threads())
+
+
+# ------------------------------------------------------------------ how batches are put
+
+
+def _batch() -> dict[str, object]:
+    from reverb_py._client.datasets import aligned_empty
+
+    aligned = aligned_empty((16, 3), np.dtype(np.float32))
+    aligned[...] = np.arange(48, dtype=np.float32).reshape(16, 3)
+    return {
+        "aligned": aligned,
+        "wide": np.arange(16, dtype=np.int64),  # narrowed to int32 unless x64
+        "double": np.linspace(0, 1, 16),
+        "frames": np.arange(16 * 4, dtype=np.uint8).reshape(16, 2, 2),
+        "done": np.arange(16) % 2 == 0,
+        "strided": np.arange(64, dtype=np.float32).reshape(16, 4)[:, ::2],
+        "scalar": np.float32(2.5),
+        "names": np.array([b"a", b"bc"] * 8, dtype=object),
+        "nested": (np.zeros((16, 0), np.int32), [np.ones(16, np.complex64)]),
+    }
+
+
+def _same(direct: object, public: object) -> None:
+    from reverb_py._codec import nest
+
+    left, right = nest.flatten(direct), nest.flatten(public)
+    assert len(left) == len(right)
+    for a, b in zip(left, right):
+        assert type(a) is type(b)
+        if isinstance(b, np.ndarray):  # strings stay numpy arrays of bytes
+            assert a is not None and list(a) == list(b)
+            continue
+        assert (a.shape, a.dtype, a.sharding, a.committed) == (
+            b.shape, b.dtype, b.sharding, b.committed,
+        )  # fmt: skip
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_the_direct_put_gives_what_device_put_gives() -> None:
+    device = jax.local_devices()[0]
+    put = reverb_jax._putter(device)
+    assert isinstance(put.__self__, reverb_jax._DirectPut)
+    for _ in range(2):  # the second time from the cached avals and dtypes
+        _same(put(_batch()), reverb_jax._put(device, _batch()))
+    assert not put.__self__.broken
+
+
+def test_the_direct_put_uses_an_aligned_batch_in_place() -> None:
+    device = jax.local_devices()[0]
+    batch = _batch()
+    placed = reverb_jax._putter(device)(batch)
+    assert placed["aligned"].unsafe_buffer_pointer() == batch["aligned"].ctypes.data
+
+
+def test_a_failing_direct_put_falls_back_to_device_put_for_good() -> None:
+    device = jax.local_devices()[0]
+    direct = reverb_jax._DirectPut(device)
+    calls = []
+
+    def failing(*args: object) -> object:
+        calls.append(args)
+        raise TypeError("another jaxlib")
+
+    direct._call = failing
+    _same(direct.put(_batch()), reverb_jax._put(device, _batch()))
+    assert direct.broken and len(calls) == 1
+    _same(direct.put(_batch()), reverb_jax._put(device, _batch()))
+    assert len(calls) == 1
+
+
+def test_without_the_internal_call_batches_go_through_device_put(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import types
+
+    from jax._src import lib
+
+    device = jax.local_devices()[0]
+    # A JAX whose jaxlib has no such call (device_put keeps its own reference).
+    monkeypatch.setattr(lib, "xla_client", types.ModuleType("xla_client"))
+    put = reverb_jax._putter(device)
+    assert not isinstance(getattr(put, "__self__", None), reverb_jax._DirectPut)
+    _same(put(_batch()), reverb_jax._put(device, _batch()))
+
+
+def test_a_sharding_target_goes_through_device_put() -> None:
+    mesh = jax.sharding.Mesh(np.array(jax.local_devices()[:1]), ("batch",))
+    target = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
+    put = reverb_jax._putter(target)
+    assert not isinstance(getattr(put, "__self__", None), reverb_jax._DirectPut)
