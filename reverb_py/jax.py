@@ -136,18 +136,23 @@ class _DirectPut:
         if self.broken:
             return _put(self._device, data)
         leaves = nest.flatten(data)
+        rest: list[int] = []
         try:
-            placed = [self._one(leaf) for leaf in leaves]
+            for index, leaf in enumerate(leaves):
+                if type(leaf) is np.ndarray and self._keeps(leaf.dtype):
+                    leaves[index] = self._one(leaf)
+                else:
+                    rest.append(index)
         except Exception:  # noqa: BLE001 - an internal call of another JAX: use device_put.
             self.broken = True
             return _put(self._device, data)
-        return nest.unflatten_as(data, placed)
+        if rest:  # strings, narrowed dtypes, scalars: as device_put does them, in one call
+            placed = _put(self._device, [leaves[index] for index in rest])
+            for index, leaf in zip(rest, placed):
+                leaves[index] = leaf
+        return nest.unflatten_as(data, leaves)
 
-    def _one(self, leaf: Any) -> Any:
-        if type(leaf) is not np.ndarray or not self._keeps(leaf.dtype):
-            if isinstance(leaf, np.ndarray) and leaf.dtype.kind in "OSU":
-                return leaf
-            return jax.device_put(leaf, self._device, **_ALIAS)
+    def _one(self, leaf: np.ndarray[Any, Any]) -> Any:
         key = (leaf.shape, leaf.dtype)
         aval = self._avals.get(key)
         if aval is None:
