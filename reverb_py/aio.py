@@ -30,7 +30,8 @@ from reverb_py._client.channel import (
     identity,
 )
 from reverb_py._client.credentials import ClientCredentials
-from reverb_py._client.sampling import sample_stream, to_replay_samples
+from reverb_py._client.sampling import spread_sample_stream, to_replay_samples
+from reverb_py._client.targets import SERVER_ID_HEADER, addresses, num_shards
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._status import error_from_rpc
 from reverb_py._writer import engine, factory
@@ -74,7 +75,11 @@ class Client:
         self._credentials = ClientCredentials(*self._credential_args)
         self._channel: grpc.aio.Channel | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The tables' signatures from the first ServerInfo answer: writers made later
+        # validate against them without asking again (as Reverb's client caches them),
+        # so every new writer stream is the next call the channel spreads.
         self._signatures: dict[str, Any] | None = None
+        self._shards: int | None = None
 
     @property
     def server_address(self) -> str:
@@ -130,27 +135,76 @@ class Client:
     async def server_info(self, timeout: float | None = None) -> dict[str, TableInfo]:
         """The tables of the server, by name. Waits for the server to be reachable.
 
+        With a target of several servers, one of them answers (round robin);
+        :meth:`server_info_with_source` says which, :meth:`server_info_by_server`
+        asks every one.
+
         Args:
           timeout: Seconds to wait; None or 0 waits forever.
 
         Raises:
           DeadlineExceededError: the timeout passed first.
         """
+        _, infos = await self.server_info_with_source(timeout)
+        return infos
+
+    async def server_info_with_source(
+        self, timeout: float | None = None
+    ) -> tuple[str | None, dict[str, TableInfo]]:
+        """:meth:`server_info`, and the server that answered.
+
+        Returns:
+          ``(server, tables)``: ``server`` is how a reverb_py server names itself (the
+          ``host:port`` it is bound to; the machine's name for a server on every
+          interface), None for a server that does not say (dm-reverb).
+        """
+        call = self.channel().unary_unary(
+            PATH_PREFIX + "ServerInfo",
+            request_serializer=reverb_service_pb2.ServerInfoRequest.SerializeToString,
+            response_deserializer=reverb_service_pb2.ServerInfoResponse.FromString,
+        )(reverb_service_pb2.ServerInfoRequest(), timeout=timeout or None, wait_for_ready=True)
         try:
-            response = await self._unary(
-                "ServerInfo",
-                reverb_service_pb2.ServerInfoRequest(),
-                reverb_service_pb2.ServerInfoResponse,
-                timeout=timeout or None,
-            )
-        except errors.DeadlineExceededError:
-            raise errors.DeadlineExceededError(
-                f"ServerInfo call did not complete within provided timeout of {timeout}s"
-            ) from None
+            response = await call
+            metadata = await call.initial_metadata()
+        except grpc.aio.AioRpcError as error:
+            failure = error_from_rpc(error)
+            if isinstance(failure, errors.DeadlineExceededError):
+                raise errors.DeadlineExceededError(
+                    f"ServerInfo call did not complete within provided timeout of {timeout}s"
+                ) from None
+            raise failure from None
+        source = None
+        for key, value in metadata or ():
+            if key == SERVER_ID_HEADER:
+                source = value if isinstance(value, str) else value.decode()
         infos = {info.name: TableInfo.from_proto(info) for info in response.table_info}
         if self._signatures is None:
             self._signatures = {name: info.signature for name, info in infos.items()}
-        return infos
+        return source, infos
+
+    def shard_clients(self) -> list[Client]:
+        """One client per server the target names, with this client's credentials.
+
+        ``ipv4:``/``ipv6:`` lists are split, ``dns:`` names resolved now; a plain
+        ``host:port`` gives one client of it.
+        """
+        targets = addresses(self._server_address)
+        return [Client(address, *self._credential_args) for address in targets]
+
+    async def server_info_by_server(
+        self, timeout: float | None = None
+    ) -> dict[str, dict[str, TableInfo]]:
+        """Every server's tables, keyed by the address the target names it by.
+
+        Raises:
+          DeadlineExceededError: a server did not answer within ``timeout`` seconds.
+        """
+        shards = self.shard_clients()
+        try:
+            infos = await asyncio.gather(*(shard.server_info(timeout) for shard in shards))
+        finally:
+            await asyncio.gather(*(shard.close() for shard in shards))
+        return {shard.server_address: info for shard, info in zip(shards, infos)}
 
     async def mutate_priorities(
         self,
@@ -222,12 +276,17 @@ class Client:
         signature = None
         if unpack_as_table_signature:
             signature = await self._table_signature(table)
-        async for info, columns in sample_stream(
-            self.channel(), table, num_samples, rate_limiter_timeout_ms
+        async for info, columns in spread_sample_stream(
+            self.channel(), table, num_samples, rate_limiter_timeout_ms, self._num_shards()
         ):
             yield to_replay_samples(
                 info, columns, emit_timesteps=emit_timesteps, signature=signature
             )
+
+    def _num_shards(self) -> int:
+        if self._shards is None:
+            self._shards = num_shards(self._server_address)
+        return self._shards
 
     async def _table_signature(self, table: str) -> Any:
         if self._signatures is None:
@@ -295,14 +354,16 @@ class Client:
     async def _flat_signatures(self) -> dict[str, Any]:
         from reverb_py._codec.signature import flatten_signature
 
-        infos = await self.server_info()
+        if self._signatures is None:
+            await self.server_info()
+        assert self._signatures is not None
         return {
             name: (
-                [spec for _, spec in flatten_signature(info.signature)]
-                if info.signature is not None
+                [spec for _, spec in flatten_signature(signature)]
+                if signature is not None
                 else None
             )
-            for name, info in infos.items()
+            for name, signature in self._signatures.items()
         }
 
 

@@ -96,13 +96,53 @@ class Client:
         result: dict[str, TableInfo] = self._run(self._client.server_info(timeout))
         return result
 
+    def server_info_with_source(
+        self, timeout: float | None = None
+    ) -> tuple[str | None, dict[str, TableInfo]]:
+        """:meth:`server_info` and the server that answered (``host:port``; None for
+        a server that does not say, such as dm-reverb's)."""
+        result: tuple[str | None, dict[str, TableInfo]] = self._run(
+            self._client.server_info_with_source(timeout)
+        )
+        return result
+
+    def server_info_by_server(
+        self, timeout: float | None = None
+    ) -> dict[str, dict[str, TableInfo]]:
+        """Every server's tables, keyed by the address the target names it by.
+
+        Raises:
+          DeadlineExceededError: a server did not answer within ``timeout`` seconds.
+        """
+        result: dict[str, dict[str, TableInfo]] = self._run(
+            self._client.server_info_by_server(timeout)
+        )
+        return result
+
+    def shard_clients(self) -> list[Client]:
+        """One client per server the target names (``ipv4:``/``ipv6:`` lists split,
+        ``dns:`` names resolved now), with this client's credentials.
+
+        A key lives on the server its item was written to, and a server ignores keys
+        it does not hold: to update priorities whatever server holds them, call
+        :meth:`mutate_priorities` on every shard client.
+        """
+        return [
+            Client(shard.server_address, *self._client._credential_args)
+            for shard in self._client.shard_clients()
+        ]
+
     def mutate_priorities(
         self,
         table: str,
         updates: Mapping[int, float] | None = None,
         deletes: Sequence[int] | None = None,
     ) -> None:
-        """Updates priorities and deletes items of ``table``; unknown keys are ignored."""
+        """Updates priorities and deletes items of ``table``; unknown keys are ignored.
+
+        With a target of several servers the call goes to one of them (round robin),
+        which ignores the keys it does not hold; see :meth:`shard_clients`.
+        """
         encoded = _impl.mutations.encode_mutate_request(table, updates, deletes)
         if encoded is None:
             # Keys or priorities that are not plain numbers: the message raises its errors.

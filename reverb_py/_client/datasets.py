@@ -40,6 +40,7 @@ from reverb_py._client.channel import (
 )
 from reverb_py._client.credentials import ClientCredentials, explain_internal_error
 from reverb_py._client.sampling import Decoded, SampleAssembler
+from reverb_py._client.targets import num_shards
 from reverb_py._codec.dtypes import tf_dtype_name
 from reverb_py._proto import reverb_service_pb2
 from reverb_py._status import error_for_status, error_from_rpc
@@ -71,6 +72,9 @@ NUM_INFO_TENSORS = len(SampleInfo._fields)
 """The info fields a sample carries before its data."""
 
 _INFO_DTYPES = SampleInfo.dtypes()
+# The pause before a stream replaces one whose server went away (doubling up to the max).
+_MIN_BACKOFF_S = 0.005
+_MAX_BACKOFF_S = 0.5
 
 Sample = Decoded
 """One decoded sample: its info, its columns, which columns are squeezed."""
@@ -353,9 +357,12 @@ class Sampler:
     async def _run(self) -> None:
         self._space = asyncio.Event()
         channel = self._credentials.aio_channel(self._server_address, channel_options())
+        shards = await asyncio.get_running_loop().run_in_executor(
+            None, num_shards, self._server_address
+        )
         try:
             workers = [
-                asyncio.ensure_future(self._worker(channel))
+                asyncio.ensure_future(self._worker(channel, shards))
                 for _ in range(self._options.num_workers)
             ]
             try:
@@ -367,20 +374,43 @@ class Sampler:
         finally:
             await channel.close()
 
-    async def _worker(self, channel: grpc.aio.Channel) -> None:
+    async def _worker(self, channel: grpc.aio.Channel, shards: int) -> None:
+        # With several servers, streams in a row that timed out (each new stream goes to
+        # the next server) and that ended without a sample because a server went away.
+        timed_out = 0
+        lost = 0
+        backoff = _MIN_BACKOFF_S
         try:
             while True:
                 budget = self._take_budget()
                 if budget == 0:
                     return
+                pushed = self._pushed
                 try:
                     await self._stream(channel, budget)
+                    timed_out = lost = 0
                 except _RateLimiterTimeout:
+                    timed_out = 1 if self._pushed != pushed else timed_out + 1
+                    # Another server may serve: a new stream. Round robin visits every
+                    # server in `shards` streams once all are connected; the rounds
+                    # before may repeat one (a new channel spreads over the servers
+                    # connected so far), hence twice as many.
+                    if shards > 1 and timed_out < 2 * shards:
+                        continue
                     with self._ready:
                         if self._waiting == 0 and not self._closed:
                             continue  # Nobody waits for data: a new stream.
                         self._ended = True
                         self._ready.notify_all()
+                    return
+                except (errors.UnavailableError, errors.CancelledOperationError) as error:
+                    lost = 0 if self._pushed != pushed else lost + 1
+                    if shards > 1 and lost <= 2 * shards:
+                        # A server went away: the next stream goes to another.
+                        await asyncio.sleep(backoff)
+                        backoff = min(backoff * 2, _MAX_BACKOFF_S)
+                        continue
+                    self._fail(await explain_internal_error(channel, error))
                     return
                 except errors.ReverbError as error:
                     # A stream refused for its credentials may say only INTERNAL.

@@ -8,6 +8,7 @@ response. Chunks are decoded once per stream and kept in a small cache
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
@@ -23,7 +24,19 @@ from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._status import error_for_status, error_from_rpc
 from reverb_py.replay_sample import ReplaySample, SampleInfo
 
-__all__ = ["Decoded", "SampleAssembler", "sample_stream", "to_replay_samples"]
+__all__ = [
+    "Decoded",
+    "SampleAssembler",
+    "sample_stream",
+    "spread_sample_stream",
+    "to_replay_samples",
+]
+
+# The pause before a stream replaces one whose server went away (doubling up to the max).
+_MIN_BACKOFF_S = 0.005
+# The longest a sampler of several servers waits on one before it asks the next.
+_MAX_SHARE_MS = 500
+_MAX_BACKOFF_S = 0.5
 
 
 Decoded = tuple[SampleInfo, list[np.ndarray], tuple[bool, ...]]
@@ -214,6 +227,67 @@ async def sample_stream(
         raise error_for_status(await call.code(), await call.details() or "") from None
     finally:
         call.cancel()
+
+
+async def spread_sample_stream(
+    channel: grpc.aio.Channel,
+    table: str,
+    num_samples: int,
+    rate_limiter_timeout_ms: int | None,
+    shards: int,
+) -> AsyncIterator[tuple[SampleInfo, list[np.ndarray]]]:
+    """:func:`sample_stream` over a target of ``shards`` servers.
+
+    One server (``shards == 1``): one stream, as Reverb. Several: a server that cannot
+    serve within its share of the timeout (``rate_limiter_timeout_ms / shards``, at
+    most 0.5 s) or goes away hands the samples still wanted to a new stream, which the channel's
+    round robin sends to the next server; the whole call still ends with the rate
+    limiter's ``DeadlineExceededError`` once ``rate_limiter_timeout_ms`` has passed.
+    Without a timeout a stream waits on its server for as long as it takes (Reverb's
+    semantics); only a server going away moves it on.
+
+    Raises:
+      DeadlineExceededError: no server served the samples within the timeout.
+      UnavailableError: the servers kept going away (``2 * shards + 1`` streams in a
+        row ended without a sample).
+    """
+    if shards <= 1:
+        async for sample in sample_stream(channel, table, num_samples, rate_limiter_timeout_ms):
+            yield sample
+        return
+    timed = rate_limiter_timeout_ms is not None and rate_limiter_timeout_ms >= 0
+    deadline = 0.0
+    share_ms = 0
+    if timed:
+        assert rate_limiter_timeout_ms is not None
+        deadline = time.monotonic() + rate_limiter_timeout_ms / 1000
+        share_ms = max(1, min(_MAX_SHARE_MS, -(-rate_limiter_timeout_ms // shards)))
+    remaining = num_samples
+    lost = 0  # Streams in a row that ended without a sample because a server went.
+    backoff = _MIN_BACKOFF_S
+    while True:
+        attempt_ms = None
+        if timed:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            attempt_ms = max(1, min(share_ms, left_ms))
+        served = 0
+        try:
+            async for sample in sample_stream(channel, table, remaining, attempt_ms):
+                served += 1
+                remaining -= 1
+                yield sample
+            return
+        except errors.DeadlineExceededError:
+            if not timed or time.monotonic() >= deadline:
+                raise
+        except (errors.UnavailableError, errors.CancelledOperationError):
+            lost = 0 if served else lost + 1
+            if lost > 2 * shards:
+                raise
+            if timed and time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
 
 
 def to_replay_samples(

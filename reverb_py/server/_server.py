@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import logging
+import socket
 import sys
 import threading
 import time
@@ -66,6 +67,18 @@ def _check_port(port: object) -> int:
     if not 0 <= port <= 65535:
         raise ValueError(f"port must be between 0 and 65535 (0: any free port), got {port}")
     return port
+
+
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]")
+
+
+def _server_id(host: str, port: int) -> str:
+    """How the server names itself: the bound ``host:port`` (the machine's name for
+    a server on every interface)."""
+    name = socket.gethostname() if host in _WILDCARD_HOSTS else host
+    if ":" in name and not name.startswith("["):
+        name = f"[{name}]"
+    return f"{name}:{port}"
 
 
 class Server:
@@ -279,6 +292,7 @@ class Server:
             if port:
                 reason = f"port {port} is already in use, or {reason}"
             raise ValueError(f"Failed to bind the gRPC server to {host}:{port}: {reason}")
+        servicer.server_id = _server_id(host, bound)
         await self._grpc_server.start()
         # The checkpoint was loaded before the server started: it serves from now on.
         await self._health.serving()

@@ -24,6 +24,7 @@ from google.protobuf.message import DecodeError
 
 from reverb_py import _impl, errors
 from reverb_py._client.channel import identity
+from reverb_py._client.targets import SERVER_ID_HEADER
 from reverb_py._proto import SERVICE, reverb_service_pb2, schema_pb2
 from reverb_py._status import status_for_error
 from reverb_py.server._chunks import Chunk, chunks_of_item, parse_chunk
@@ -77,6 +78,10 @@ class ReverbServicer:
         # The server's metrics, when it has them (failed calls and checkpoints are
         # counted as they happen).
         self.metrics: ServerMetrics | None = None
+        # How the server names itself to clients (``host:port``, set once bound): sent
+        # with every ServerInfo reply, so a client of several servers knows which one
+        # answered.
+        self.server_id: str | None = None
         self._checkpoint_lock = asyncio.Lock()
         token = secrets.randbits(128)
         self._tables_state_id = schema_pb2.Uint128(high=token >> 64, low=token & (2**64 - 1))
@@ -184,6 +189,8 @@ class ReverbServicer:
             _parse(reverb_service_pb2.ServerInfoRequest, request)
         except errors.ReverbError as error:
             await self._abort(context, error)
+        if self.server_id is not None:
+            await context.send_initial_metadata(((SERVER_ID_HEADER, self.server_id),))
         response = reverb_service_pb2.ServerInfoResponse()
         response.tables_state_id.CopyFrom(self._tables_state_id)
         response.table_info.extend(table.info_proto() for table in self._tables.values())
