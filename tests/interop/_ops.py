@@ -282,3 +282,31 @@ def write_strided_item(rv: Any, address: str, table: str) -> None:
             writer.append({"x": np.int64(step)})
         writer.create_item(table, 1.0, {"x": writer.history["x"][0::2]})
         writer.flush()
+
+
+def write_short_episodes(rv: Any, address: str, table: str, count: int) -> None:
+    """``count`` one-item writers of one client, one after the other (as actors' short
+    episodes): through a target of several servers, round robin spreads their streams."""
+    client = rv.Client(address)
+    for step in range(count):
+        with client.trajectory_writer(1) as writer:
+            writer.append({"x": np.float32(step)})
+            writer.create_item(table, 1.0, {"x": writer.history["x"][-1]})
+            writer.flush()
+
+
+def sample_one_at_a_time(rv: Any, address: str, table: str, calls: int) -> list:
+    """``calls`` samples of one client, each its own ``sample`` call (its own stream);
+    their data."""
+    client = rv.Client(address)
+    values = []
+    for _ in range(calls):
+        for sample in client.sample(table, 1, emit_timesteps=False):
+            values.append(
+                float(
+                    np.asarray(
+                        sample.data["x"] if isinstance(sample.data, dict) else sample.data[0]
+                    )
+                )
+            )
+    return values
