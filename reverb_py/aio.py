@@ -212,7 +212,11 @@ class Client:
         updates: Mapping[int, float] | None = None,
         deletes: Sequence[int] | None = None,
     ) -> None:
-        """Updates priorities and deletes items of ``table``; unknown keys are ignored."""
+        """Updates priorities and deletes items of ``table``; unknown keys are ignored.
+
+        With a target of several servers the call goes to one of them (round robin),
+        which ignores the keys it does not hold; see :meth:`shard_clients`.
+        """
         encoded = _impl.mutations.encode_mutate_request(table, updates, deletes)
         if encoded is not None:
             call = self.channel().unary_unary(
