@@ -25,6 +25,7 @@ import concurrent.futures
 import dataclasses
 import operator
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple, cast
 
@@ -75,6 +76,8 @@ _INFO_DTYPES = SampleInfo.dtypes()
 # The pause before a stream replaces one whose server went away (doubling up to the max).
 _MIN_BACKOFF_S = 0.005
 _MAX_BACKOFF_S = 0.5
+# The longest a stream of several servers waits on one before the next stream.
+_MAX_SHARE_MS = 500
 
 Sample = Decoded
 """One decoded sample: its info, its columns, which columns are squeezed."""
@@ -251,6 +254,9 @@ class Sampler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._space: asyncio.Event | None = None
         self._space_wanted = False
+        # The rate-limiter timeout each stream asks for (a share of it with several
+        # servers, set when the streams start).
+        self._request_timeout_ms = options.rate_limiter_timeout_ms
 
     @property
     def table(self) -> str:
@@ -360,6 +366,12 @@ class Sampler:
         shards = await asyncio.get_running_loop().run_in_executor(
             None, num_shards, self._server_address
         )
+        timeout_ms = self._options.rate_limiter_timeout_ms
+        if shards > 1 and timeout_ms > 0:
+            # Each stream waits on its server for a share of the timeout, then the next
+            # stream asks the next server; the dataset ends once the whole timeout has
+            # passed without a sample (see _worker).
+            self._request_timeout_ms = max(1, min(_MAX_SHARE_MS, -(-timeout_ms // shards)))
         try:
             workers = [
                 asyncio.ensure_future(self._worker(channel, shards))
@@ -380,6 +392,8 @@ class Sampler:
         timed_out = 0
         lost = 0
         backoff = _MIN_BACKOFF_S
+        served_at = time.monotonic()  # When this worker last received a sample.
+        timeout_s = self._options.rate_limiter_timeout_ms / 1000
         try:
             while True:
                 budget = self._take_budget()
@@ -389,13 +403,18 @@ class Sampler:
                 try:
                     await self._stream(channel, budget)
                     timed_out = lost = 0
+                    served_at = time.monotonic()
                 except _RateLimiterTimeout:
-                    timed_out = 1 if self._pushed != pushed else timed_out + 1
+                    now = time.monotonic()
+                    if self._pushed != pushed:
+                        timed_out, served_at = 1, now
+                    else:
+                        timed_out += 1
                     # Another server may serve: a new stream. Round robin visits every
                     # server in `shards` streams once all are connected; the rounds
                     # before may repeat one (a new channel spreads over the servers
                     # connected so far), hence twice as many.
-                    if shards > 1 and timed_out < 2 * shards:
+                    if shards > 1 and (timed_out < 2 * shards or now - served_at < timeout_s):
                         continue
                     with self._ready:
                         if self._waiting == 0 and not self._closed:
@@ -532,7 +551,7 @@ class Sampler:
 
     def _request(self, count: int) -> reverb_service_pb2.SampleStreamRequest:
         request = reverb_service_pb2.SampleStreamRequest(table=self._table, num_samples=count)
-        timeout_ms = self._options.rate_limiter_timeout_ms
+        timeout_ms = self._request_timeout_ms
         if timeout_ms >= 0:
             # 0 ms on the wire means "forever", as in Reverb (over gRPC).
             request.rate_limiter_timeout.milliseconds = timeout_ms

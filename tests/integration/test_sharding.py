@@ -220,6 +220,43 @@ def test_a_dataset_with_a_timeout_ends_only_when_no_server_serves(servers) -> No
     assert samples_served(servers)[0] == 12
 
 
+def test_a_dataset_does_not_wait_its_whole_timeout_on_an_empty_server(servers) -> None:
+    write_items(reverb_py.Client(f"127.0.0.1:{servers[0].port}"), 4)
+    iterator = reverb_py.data.TrajectoryIterator(
+        sharded_target(servers),
+        TABLE,
+        {"x": np.float32},
+        {"x": ()},
+        max_in_flight_samples_per_worker=4,
+        num_workers_per_iterator=1,
+        max_samples=40,
+        # Far beyond the test's own time limit: a stream waiting it out on an empty
+        # server would fail the test.
+        rate_limiter_timeout_ms=600_000,
+    )
+    try:
+        received = sum(1 for _ in iterator)
+    finally:
+        iterator.close()
+    assert received == 40
+    assert samples_served(servers)[1:] == [0, 0]
+
+
+def test_a_dataset_no_server_serves_ends_after_its_timeout(servers) -> None:
+    iterator = reverb_py.data.TrajectoryIterator(
+        sharded_target(servers),
+        TABLE,
+        {"x": np.float32},
+        {"x": ()},
+        max_in_flight_samples_per_worker=1,
+        rate_limiter_timeout_ms=300,
+    )
+    try:
+        assert list(iterator) == []
+    finally:
+        iterator.close()
+
+
 def test_server_info_says_which_server_answered(servers) -> None:
     client = reverb_py.Client(sharded_target(servers))
     sources = {client.server_info_with_source(timeout=30)[0] for _ in range(2 * NUM_SERVERS)}
