@@ -17,6 +17,8 @@
 #   make soak     actors and a learner on one server for 3 minutes; memory must stay flat
 #   make test-frameworks  the TensorFlow, PyTorch and JAX tests (installed into
 #                 .venv-frameworks), compiled, then pure
+#   make test-ray  servers as Ray actors on a local Ray cluster (installed into .venv-ray),
+#                 compiled, then pure
 #   make test-oldest  the suite on the oldest protobuf and grpcio supported (.venv-oldest)
 #   make test-beside-reverb  pip-install reverb_py beside TensorFlow 2.15 and dm-reverb 0.14
 
@@ -36,7 +38,7 @@ FRAMEWORKS_VENV ?= .venv-frameworks
 FRAMEWORKS_PY := $(FRAMEWORKS_VENV)/bin/python
 FRAMEWORKS ?= tensorflow==2.21.0 torch==2.13.0 jax==0.10.2 jaxlib==0.10.2
 
-.PHONY: test lint typecheck test-debug test-packaging test-frameworks test-oldest test-beside-reverb \
+.PHONY: test lint typecheck test-debug test-packaging test-frameworks test-ray test-oldest test-beside-reverb \
 	fuzz soak run build debug protos bench interop clean
 
 # The editable install compiles nothing (REVERB_PY_NO_EXTENSIONS=1): `build` compiles
@@ -87,6 +89,23 @@ $(FRAMEWORKS_VENV)/.installed: pyproject.toml setup.py
 test-frameworks: build $(FRAMEWORKS_VENV)/.installed
 	REVERB_PY_FRAMEWORKS_TESTS=1 REVERB_PY_REQUIRE_SPEEDUPS=1 $(FRAMEWORKS_PY) -m pytest tests/frameworks -m frameworks -p no:cacheprovider $(PYTEST_ARGS)
 	REVERB_PY_FRAMEWORKS_TESTS=1 REVERB_PY_NO_EXTENSIONS=1 $(FRAMEWORKS_PY) -m pytest tests/frameworks -m frameworks -p no:cacheprovider $(PYTEST_ARGS)
+
+# Ray, an optional extra of reverb_py (`reverb_py.ray`), in its own environment; the
+# compiled modules built in place by `build` serve it too (same Python).
+RAY_VENV ?= .venv-ray
+RAY_PY := $(RAY_VENV)/bin/python
+RAY ?= ray==2.60.0
+$(RAY_VENV)/.installed: pyproject.toml setup.py
+	@echo "reverb_py: creating $(RAY_VENV) with $(RAY)"
+	$(PYTHON) -m venv $(RAY_VENV)
+	$(RAY_PY) -m pip install --quiet --upgrade pip
+	$(RAY_PY) -m pip install --quiet "setuptools>=77" wheel "Cython>=3.0" $(RAY)
+	REVERB_PY_NO_EXTENSIONS=1 $(RAY_PY) -m pip install --quiet --no-build-isolation -e '.[test]'
+	touch $@
+
+test-ray: build $(RAY_VENV)/.installed
+	REVERB_PY_RAY_TESTS=1 REVERB_PY_REQUIRE_SPEEDUPS=1 $(RAY_PY) -m pytest tests/ray -m ray -p no:cacheprovider $(PYTEST_ARGS)
+	REVERB_PY_RAY_TESTS=1 REVERB_PY_NO_EXTENSIONS=1 $(RAY_PY) -m pytest tests/ray -m ray -p no:cacheprovider $(PYTEST_ARGS)
 
 # The oldest protobuf and grpcio reverb_py supports (the floors in pyproject.toml): the
 # suite in its own environment, compiled (the modules `build` compiled in place serve it:
@@ -180,6 +199,6 @@ interop: build $(REVERB_VENV)/.installed
 		$(PY) -m pytest tests/interop -p no:cacheprovider $(PYTEST_ARGS)
 
 clean:
-	rm -rf build dist $(VENV) $(REVERB_VENV) $(FRAMEWORKS_VENV) $(OLDEST_VENV) $(BESIDE_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
+	rm -rf build dist $(VENV) $(REVERB_VENV) $(FRAMEWORKS_VENV) $(RAY_VENV) $(OLDEST_VENV) $(BESIDE_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
 		reverb_py/_writer/*.cpp reverb_py/_writer/*.html
 	find reverb_py -name '*.so' -delete -o -name '*.pyd' -delete

@@ -26,6 +26,9 @@ collect_ignore = [] if os.environ.get("REVERB_PY_DM_REVERB_PYTHON") else ["inter
 # TensorFlow, PyTorch and JAX live in their own environment (`make test-frameworks`).
 if not os.environ.get("REVERB_PY_FRAMEWORKS_TESTS"):
     collect_ignore.append("frameworks")
+# Ray lives in its own environment (`make test-ray`).
+if not os.environ.get("REVERB_PY_RAY_TESTS"):
+    collect_ignore.append("ray")
 # Headless Chromium (`make test-browser`).
 if not os.environ.get("REVERB_PY_BROWSER_TESTS"):
     collect_ignore.append("browser")

@@ -67,7 +67,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "framework adapters",
         (
-            r"reverb_py\.(torch|jax|_tf_data|tf_client|trajectory_dataset|timestep_dataset"
+            r"reverb_py\.(torch|jax|ray|_tf_data|tf_client|trajectory_dataset|timestep_dataset"
             r"|pattern_dataset)",
         ),
     ),
