@@ -70,6 +70,17 @@ def samples_served(servers: list[reverb_py.Server]) -> list[int]:
     ]
 
 
+def read_all(target: str, **options: int) -> int:
+    """How many samples a ``TrajectoryIterator`` of ``target`` yields before it ends."""
+    iterator = reverb_py.data.TrajectoryIterator(
+        target, TABLE, {"x": np.float32}, {"x": ()}, **options
+    )
+    try:
+        return sum(1 for _ in iterator)
+    finally:
+        iterator.close()
+
+
 def write_items(client: reverb_py.Client, count: int, *, start: int = 0) -> None:
     """``count`` short-lived writers of one item each (as actors' episodes)."""
     for step in range(start, start + count):
@@ -157,20 +168,13 @@ def test_samples_come_from_every_server(servers) -> None:
 def test_dataset_streams_spread_over_every_server(servers) -> None:
     client = reverb_py.Client(sharded_target(servers))
     write_items(client, 30)
-    iterator = reverb_py.data.TrajectoryIterator(
+    received = read_all(
         sharded_target(servers),
-        TABLE,
-        {"x": np.float32},
-        {"x": ()},
         max_in_flight_samples_per_worker=2,
         num_workers_per_iterator=1,
         max_samples_per_stream=2,
         max_samples=60,
     )
-    try:
-        received = sum(1 for _ in iterator)
-    finally:
-        iterator.close()
     assert received == 60
     served = samples_served(servers)
     assert sum(served) >= 60
@@ -199,21 +203,14 @@ def test_a_sample_no_server_can_serve_ends_with_the_rate_limiter_timeout(servers
 
 def test_a_dataset_with_a_timeout_ends_only_when_no_server_serves(servers) -> None:
     write_items(reverb_py.Client(f"127.0.0.1:{servers[0].port}"), 4)
-    iterator = reverb_py.data.TrajectoryIterator(
+    received = read_all(
         sharded_target(servers),
-        TABLE,
-        {"x": np.float32},
-        {"x": ()},
         max_in_flight_samples_per_worker=1,
         num_workers_per_iterator=1,
         max_samples_per_stream=1,
         max_samples=12,
         rate_limiter_timeout_ms=200,
     )
-    try:
-        received = sum(1 for _ in iterator)
-    finally:
-        iterator.close()
     # One server holds items: every sample comes from it, and the empty ones only make
     # the streams move on.
     assert received == 12
@@ -222,11 +219,8 @@ def test_a_dataset_with_a_timeout_ends_only_when_no_server_serves(servers) -> No
 
 def test_a_dataset_does_not_wait_its_whole_timeout_on_an_empty_server(servers) -> None:
     write_items(reverb_py.Client(f"127.0.0.1:{servers[0].port}"), 4)
-    iterator = reverb_py.data.TrajectoryIterator(
+    received = read_all(
         sharded_target(servers),
-        TABLE,
-        {"x": np.float32},
-        {"x": ()},
         max_in_flight_samples_per_worker=4,
         num_workers_per_iterator=1,
         max_samples=40,
@@ -234,27 +228,17 @@ def test_a_dataset_does_not_wait_its_whole_timeout_on_an_empty_server(servers) -
         # server would fail the test.
         rate_limiter_timeout_ms=600_000,
     )
-    try:
-        received = sum(1 for _ in iterator)
-    finally:
-        iterator.close()
     assert received == 40
     assert samples_served(servers)[1:] == [0, 0]
 
 
 def test_a_dataset_no_server_serves_ends_after_its_timeout(servers) -> None:
-    iterator = reverb_py.data.TrajectoryIterator(
-        sharded_target(servers),
-        TABLE,
-        {"x": np.float32},
-        {"x": ()},
-        max_in_flight_samples_per_worker=1,
-        rate_limiter_timeout_ms=300,
+    assert (
+        read_all(
+            sharded_target(servers), max_in_flight_samples_per_worker=1, rate_limiter_timeout_ms=300
+        )
+        == 0
     )
-    try:
-        assert list(iterator) == []
-    finally:
-        iterator.close()
 
 
 def test_server_info_says_which_server_answered(servers) -> None:
