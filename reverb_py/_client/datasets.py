@@ -78,6 +78,8 @@ _MIN_BACKOFF_S = 0.005
 _MAX_BACKOFF_S = 0.5
 # The longest a stream of several servers waits on one before the next stream.
 _MAX_SHARE_MS = 500
+# How long a stream whose write failed may take to report its status.
+_STATUS_WAIT_S = 5.0
 
 Sample = Decoded
 """One decoded sample: its info, its columns, which columns are squeezed."""
@@ -506,7 +508,7 @@ class Sampler:
                     await self._reserve(count)
                     reserved = count
                     asked += count
-                    await call.write(self._request(count))
+                    await _write(call, self._request(count))
                 response = await call.read()
                 if response is grpc.aio.EOF:
                     raise error_for_status(await call.code(), await call.details() or "")
@@ -529,7 +531,7 @@ class Sampler:
                     if more:
                         reserved += more
                         asked += more
-                        await call.write(self._request(more))
+                        await _write(call, self._request(more))
         except grpc.aio.AioRpcError as error:
             raise self._stream_error(error_from_rpc(error)) from None
         except asyncio.InvalidStateError:
@@ -587,6 +589,25 @@ class Sampler:
                 f"Sampling table '{self._table}' at {self._server_address} failed: {error}"
             )
         return error
+
+
+async def _write(call: Any, request: reverb_service_pb2.SampleStreamRequest) -> None:
+    """Writes ``request``; a write to a stream whose server went away raises the call's
+    own status (gRPC's write error then says only "Internal error from Core")."""
+    try:
+        await call.write(request)
+    except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as error:
+        try:
+            code = await asyncio.wait_for(call.code(), _STATUS_WAIT_S)
+            details = await asyncio.wait_for(call.details(), _STATUS_WAIT_S)
+        except asyncio.TimeoutError:
+            call.cancel()
+            raise errors.UnavailableError("the sample stream broke") from None
+        if code in (grpc.StatusCode.OK, None):
+            raise errors.UnavailableError("the server closed the sample stream") from None
+        if isinstance(error, grpc.aio.AioRpcError) and code == error.code():
+            raise
+        raise error_for_status(code, details or "") from None
 
 
 def _new_filler(capacity: int, first: int) -> Any:
