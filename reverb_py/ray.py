@@ -23,6 +23,12 @@ server other machines reach serves anyone that connects unless ``server_options`
 it a token or TLS (``{"token": ...}``: the keyword arguments of :class:`reverb_py.Server`),
 and logs a warning saying so.
 
+With ``checkpointer_dir``, server ``i`` keeps its checkpoints in
+``<checkpointer_dir>/server-<i>`` on its node and loads the newest one found there when
+it starts; :meth:`ServerGroup.checkpoint` has every server write one. A group started
+again with the same directory finds its items again if Ray puts each server on the node
+that holds its directory (a shared file system, or one node).
+
 ``actor_options`` go to every server actor's ``.options()`` (``num_cpus``, ``resources``,
 ``scheduling_strategy="SPREAD"`` to put the servers on different nodes, ...). Ray's
 defaults hold no CPU once an actor has started.
@@ -36,6 +42,7 @@ then kills its actor; a group left running lives as long as its actors (until
 from __future__ import annotations
 
 import ipaddress
+import os
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -65,14 +72,28 @@ class _ServerActor:
     """One server in a Ray actor (``ray.remote`` is applied in :func:`start_servers`)."""
 
     def __init__(
-        self, tables: _Tables, port: int, host: str, server_options: dict[str, Any]
+        self,
+        tables: _Tables,
+        port: int,
+        host: str,
+        server_options: dict[str, Any],
+        checkpoint_path: str | None,
     ) -> None:
         built = tables() if callable(tables) else tables
+        if checkpoint_path is not None:
+            # Built here: a checkpointer holds a lock and does not pickle.
+            server_options = {
+                **server_options,
+                "checkpointer": reverb_py.checkpointers.DefaultCheckpointer(checkpoint_path),
+            }
         self._server = reverb_py.Server(list(built), port=port, host=host, **server_options)
 
     def address(self) -> tuple[str, int]:
         """The node's IP and the port the server bound."""
         return _node_ip_address(), self._server.port
+
+    def checkpoint(self) -> str:
+        return self._server.checkpoint()
 
     def stop(self) -> None:
         self._server.stop()
@@ -129,6 +150,12 @@ class ServerGroup:
         """A :class:`reverb_py.Client` of :attr:`target` (other arguments: the client's)."""
         return reverb_py.Client(self.target, *args, **kwargs)
 
+    def checkpoint(self) -> list[str]:
+        """Has every server write a checkpoint; returns their paths (on each server's
+        node), in the order of :attr:`addresses`."""
+        paths: list[str] = ray.get([actor.checkpoint.remote() for actor in self.actors])
+        return paths
+
     def stop(self) -> None:
         """Stops every server, then kills its actor. Idempotent.
 
@@ -164,6 +191,7 @@ def start_servers(
     *,
     port: int = 0,
     host: str = "0.0.0.0",
+    checkpointer_dir: str | os.PathLike[str] | None = None,
     actor_options: Mapping[str, Any] | None = None,
     server_options: Mapping[str, Any] | None = None,
 ) -> ServerGroup:
@@ -176,12 +204,17 @@ def start_servers(
       port: The port each server binds on its node; 0 picks a free one. A fixed port
         suits at most one server per node.
       host: The interface each server binds (``"[::]"`` for IPv6 nodes).
+      checkpointer_dir: A directory on the servers' nodes; server ``i`` checkpoints to,
+        and loads from, its ``server-<i>`` folder. None: each server's default (a fresh
+        temporary directory).
       actor_options: Passed to the actor class's ``.options()`` for every server.
       server_options: Further keyword arguments of :class:`reverb_py.Server` (``token``,
-        ``tls``, ``limits``, ...).
+        ``tls``, ``limits``, ...). They must pickle, which a checkpointer does not: use
+        ``checkpointer_dir``.
 
     Raises:
-      ValueError: ``num_servers`` below 1.
+      ValueError: ``num_servers`` below 1, or both ``checkpointer_dir`` and a
+        ``checkpointer`` in ``server_options``.
       TypeError: ``tables`` is a sequence that does not pickle.
       ray.exceptions.RayActorError: a server did not start (the error names why); the
         actors already started are stopped.
@@ -199,7 +232,13 @@ def start_servers(
             ) from error
     actor_class: Any = ray.remote(_ServerActor).options(**dict(actor_options or {}))
     options = dict(server_options or {})
-    actors = [actor_class.remote(tables, port, host, options) for _ in range(num_servers)]
+    if checkpointer_dir is not None and options.get("checkpointer") is not None:
+        raise ValueError("Give checkpointer_dir or a checkpointer in server_options, not both.")
+    paths = [
+        None if checkpointer_dir is None else os.path.join(checkpointer_dir, f"server-{index}")
+        for index in range(num_servers)
+    ]
+    actors = [actor_class.remote(tables, port, host, options, path) for path in paths]
     try:
         nodes = ray.get([actor.address.remote() for actor in actors])
     except BaseException:

@@ -8,10 +8,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
+import grpc
 import numpy as np
 import pytest
 import ray
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import reverb_py
 import reverb_py.ray
@@ -92,8 +95,26 @@ def collect(target: str, actor_id: int, num_items: int) -> tuple[str, list[int]]
 
 
 def sizes(group: reverb_py.ray.ServerGroup) -> dict[str, int]:
-    by_server = group.client().server_info_by_server(timeout=30)
-    return {address: tables[TABLE].current_size for address, tables in by_server.items()}
+    """Each server's item count, asked of a client of that server's address alone."""
+    return {
+        address: reverb_py.Client(address).server_info(timeout=30)[TABLE].current_size
+        for address in group.addresses
+    }
+
+
+def health(address: str) -> int:
+    """The server's health status; fails fast when nothing accepts the connection."""
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        return int(stub.Check(health_pb2.HealthCheckRequest(), timeout=10).status)
+
+
+def assert_not_serving(address: str) -> None:
+    # The listening socket may outlive the server for a moment after its actor is
+    # killed: no answer within the timeout counts as stopped, as a refused call does.
+    with pytest.raises(grpc.RpcError) as raised:
+        health(address)
+    assert raised.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def test_group_names_every_server(group) -> None:
@@ -103,7 +124,7 @@ def test_group_names_every_server(group) -> None:
     assert all(port > 0 for port in ports) and len(set(ports)) == 2
     assert group.addresses == [f"{node_ip}:{port}" for port in ports]
     assert group.target == "ipv4:" + ",".join(group.addresses)
-    assert set(sizes(group)) == set(group.addresses)
+    assert set(group.client().server_info_by_server(timeout=30)) == set(group.addresses)
     # Each address answers on its own, as the server of that actor.
     for address in group.addresses:
         assert reverb_py.Client(address).server_info(timeout=30)[TABLE].max_times_sampled == 1
@@ -172,14 +193,14 @@ def test_stop_stops_every_server_and_kills_every_actor(ray_cluster) -> None:
     with reverb_py.ray.start_servers(queue_tables, num_servers=2) as started:
         addresses = list(started.addresses)
         assert sum(sizes(started).values()) == 0
+        assert [health(address) for address in addresses] == [
+            health_pb2.HealthCheckResponse.SERVING
+        ] * 2
     for actor in started.actors:
         with pytest.raises(ray.exceptions.RayActorError):
             ray.get(actor.address.remote(), timeout=60)
-    # The servers have stopped: nothing listens on their ports.
     for address in addresses:
-        host, _, port = address.rpartition(":")
-        with pytest.raises(ConnectionRefusedError):
-            socket.create_connection((host, int(port)), timeout=10).close()
+        assert_not_serving(address)
     started.stop()  # Idempotent.
     assert "stopped" in repr(started)
 
@@ -191,14 +212,52 @@ def test_a_failed_start_stops_the_servers_that_started(ray_cluster) -> None:
     # Two servers on one node and one port: the second cannot bind it.
     with pytest.raises(ray.exceptions.RayActorError, match="in use|bind"):
         reverb_py.ray.start_servers(queue_tables, num_servers=2, port=port)
-    # The one that bound the port has stopped: a server here can bind it again.
-    server = reverb_py.Server(queue_tables(), port=port, host="0.0.0.0")
-    server.stop()
+    # The one that bound the port has stopped.
+    assert_not_serving(f"127.0.0.1:{port}")
 
 
 def test_a_list_of_tables_is_copied_to_each_server(ray_cluster) -> None:
     with reverb_py.ray.start_servers(queue_tables(), num_servers=2) as started:
         assert sizes(started) == dict.fromkeys(started.addresses, 0)
+
+
+def test_each_server_loads_its_own_checkpoint_when_started_again(
+    ray_cluster, tmp_path: Path
+) -> None:
+    with reverb_py.ray.start_servers(
+        queue_tables, num_servers=2, checkpointer_dir=tmp_path
+    ) as started:
+        runs = ray.get([collect.remote(started.target, actor_id, 6) for actor_id in range(3)])
+        written = [value for _, values in runs for value in values]
+        before = list(sizes(started).values())
+        paths = started.checkpoint()
+    assert sum(before) == len(written)
+    assert [Path(path).parent for path in paths] == [tmp_path / "server-0", tmp_path / "server-1"]
+
+    with reverb_py.ray.start_servers(
+        queue_tables, num_servers=2, checkpointer_dir=tmp_path
+    ) as again:
+        assert list(sizes(again).values()) == before
+        read: list[int] = []
+        for address, count in zip(again.addresses, before):
+            for sample in reverb_py.Client(address).sample(
+                TABLE, count, emit_timesteps=False, unpack_as_table_signature=True
+            ):
+                assert not isinstance(sample, list)
+                item_id = int(sample.data["id"])
+                np.testing.assert_array_equal(sample.data["obs"], observations(item_id))
+                read.append(item_id)
+        assert collections.Counter(read) == collections.Counter(written)
+
+
+def test_checkpointer_dir_and_a_checkpointer_are_refused_together(ray_cluster, tmp_path) -> None:
+    checkpointer = reverb_py.checkpointers.DefaultCheckpointer(tmp_path)
+    with pytest.raises(ValueError, match="not both"):
+        reverb_py.ray.start_servers(
+            queue_tables,
+            checkpointer_dir=tmp_path,
+            server_options={"checkpointer": checkpointer},
+        )
 
 
 def test_tables_that_do_not_pickle_are_refused(ray_cluster) -> None:
