@@ -12,6 +12,7 @@ channel; it never appears in a repr.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -20,12 +21,26 @@ import grpc
 
 from reverb_py import _secrets, errors
 from reverb_py._client.channel import SERVER_INFO_PATH, identity
-from reverb_py._status import error_from_rpc
+from reverb_py._status import error_for_status, error_from_rpc
 
-__all__ = ["ClientCredentials", "explain_internal_error"]
+__all__ = [
+    "BROKEN_STREAM",
+    "ClientCredentials",
+    "explain_internal_error",
+    "failed_write_status",
+    "write_or_raise",
+]
 
 # How long the probe of explain_internal_error may take.
 _PROBE_SECONDS = 5.0
+# How long a stream whose write failed may take to report its status.
+_STATUS_WAIT_SECONDS = 5.0
+# All the status a call keeps when gRPC's core fails one of its writes.
+_CORE_WRITE_FAILURE = "Internal error from Core"
+
+BROKEN_STREAM = "the stream broke while its server could be reached"
+"""The details of :func:`failed_write_status`'s UNAVAILABLE for a stream that broke
+while its channel still reaches a server."""
 
 Pem = bytes | str | os.PathLike[str] | None
 
@@ -213,12 +228,58 @@ async def explain_internal_error(
     """
     if not isinstance(error, errors.InternalError):
         return error
+    refusal = await _probe(channel)
+    if refusal is not None and refusal.code() == grpc.StatusCode.UNAUTHENTICATED:
+        return error_from_rpc(refusal)
+    return error
+
+
+async def failed_write_status(channel: grpc.aio.Channel, call: Any) -> tuple[grpc.StatusCode, str]:
+    """What a stream ``call`` on ``channel`` whose write failed ended with.
+
+    The call's own status when the server ended the stream with one. When gRPC's core
+    failed the write, the call keeps only ``INTERNAL: Internal error from Core`` (the
+    server's own status, if one came, arrives later or never): a ``ServerInfo`` probe
+    on the channel then tells a refusal of the credentials (UNAUTHENTICATED) from a
+    stream that broke (UNAVAILABLE; its details :data:`BROKEN_STREAM` when the probe
+    reached a server, e.g. another shard's). UNAVAILABLE also when no status comes in
+    time, or the server ended the stream with OK while requests were being written.
+    """
+    try:
+        code = await asyncio.wait_for(call.code(), _STATUS_WAIT_SECONDS)
+        details = await asyncio.wait_for(call.details(), _STATUS_WAIT_SECONDS) or ""
+    except asyncio.TimeoutError:
+        call.cancel()
+        return grpc.StatusCode.UNAVAILABLE, "the stream broke"
+    if code in (grpc.StatusCode.OK, None):
+        return grpc.StatusCode.UNAVAILABLE, "the server closed the stream"
+    if code != grpc.StatusCode.INTERNAL or details != _CORE_WRITE_FAILURE:
+        return code, details
+    refusal = await _probe(channel)
+    if refusal is None:
+        return grpc.StatusCode.UNAVAILABLE, BROKEN_STREAM
+    if refusal.code() == grpc.StatusCode.UNAUTHENTICATED:
+        return grpc.StatusCode.UNAUTHENTICATED, refusal.details() or ""
+    return grpc.StatusCode.UNAVAILABLE, f"the stream broke: {refusal.details() or refusal.code()}"
+
+
+async def write_or_raise(channel: grpc.aio.Channel, call: Any, request: Any) -> None:
+    """Writes ``request`` on the stream ``call``; a failed write raises the error for
+    what the stream ended with (:func:`failed_write_status`)."""
+    try:
+        await call.write(request)
+    except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+        code, details = await failed_write_status(channel, call)
+        raise error_for_status(code, details) from None
+
+
+async def _probe(channel: grpc.aio.Channel) -> grpc.aio.AioRpcError | None:
+    """The error of a ``ServerInfo`` call on ``channel``; None when a server answers."""
     probe = channel.unary_unary(
         SERVER_INFO_PATH, request_serializer=identity, response_deserializer=identity
     )
     try:
         await probe(b"", timeout=_PROBE_SECONDS)
-    except grpc.aio.AioRpcError as refusal:
-        if refusal.code() == grpc.StatusCode.UNAUTHENTICATED:
-            return error_from_rpc(refusal)
-    return error
+    except grpc.aio.AioRpcError as error:
+        return error
+    return None

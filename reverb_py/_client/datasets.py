@@ -39,7 +39,11 @@ from reverb_py._client.channel import (
     identity,
     shared_loop_thread,
 )
-from reverb_py._client.credentials import ClientCredentials, explain_internal_error
+from reverb_py._client.credentials import (
+    ClientCredentials,
+    explain_internal_error,
+    write_or_raise,
+)
 from reverb_py._client.sampling import Decoded, SampleAssembler
 from reverb_py._client.targets import num_shards
 from reverb_py._codec.dtypes import tf_dtype_name
@@ -78,8 +82,6 @@ _MIN_BACKOFF_S = 0.005
 _MAX_BACKOFF_S = 0.5
 # The longest a stream of several servers waits on one before the next stream.
 _MAX_SHARE_MS = 500
-# How long a stream whose write failed may take to report its status.
-_STATUS_WAIT_S = 5.0
 
 Sample = Decoded
 """One decoded sample: its info, its columns, which columns are squeezed."""
@@ -508,7 +510,7 @@ class Sampler:
                     await self._reserve(count)
                     reserved = count
                     asked += count
-                    await _write(call, self._request(count))
+                    await write_or_raise(channel, call, self._request(count))
                 response = await call.read()
                 if response is grpc.aio.EOF:
                     raise error_for_status(await call.code(), await call.details() or "")
@@ -531,7 +533,7 @@ class Sampler:
                     if more:
                         reserved += more
                         asked += more
-                        await _write(call, self._request(more))
+                        await write_or_raise(channel, call, self._request(more))
         except grpc.aio.AioRpcError as error:
             raise self._stream_error(error_from_rpc(error)) from None
         except asyncio.InvalidStateError:
@@ -589,25 +591,6 @@ class Sampler:
                 f"Sampling table '{self._table}' at {self._server_address} failed: {error}"
             )
         return error
-
-
-async def _write(call: Any, request: reverb_service_pb2.SampleStreamRequest) -> None:
-    """Writes ``request``; a write to a stream whose server went away raises the call's
-    own status (gRPC's write error then says only "Internal error from Core")."""
-    try:
-        await call.write(request)
-    except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as error:
-        try:
-            code = await asyncio.wait_for(call.code(), _STATUS_WAIT_S)
-            details = await asyncio.wait_for(call.details(), _STATUS_WAIT_S)
-        except asyncio.TimeoutError:
-            call.cancel()
-            raise errors.UnavailableError("the sample stream broke") from None
-        if code in (grpc.StatusCode.OK, None):
-            raise errors.UnavailableError("the server closed the sample stream") from None
-        if isinstance(error, grpc.aio.AioRpcError) and code == error.code():
-            raise
-        raise error_for_status(code, details or "") from None
 
 
 def _new_filler(capacity: int, first: int) -> Any:

@@ -23,7 +23,11 @@ import grpc
 
 from reverb_py import errors
 from reverb_py._client.channel import INSERT_STREAM_PATH, identity
-from reverb_py._client.credentials import explain_internal_error
+from reverb_py._client.credentials import (
+    BROKEN_STREAM,
+    explain_internal_error,
+    failed_write_status,
+)
 from reverb_py._proto import reverb_service_pb2
 from reverb_py._status import error_for_status, error_from_rpc
 
@@ -35,8 +39,10 @@ _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 _MIN_BACKOFF = 0.001
 _MAX_BACKOFF = 1.0
 _STABLE_STREAM_SECONDS = 2.0
-# How long a stream whose write failed may take to report its status.
-_STATUS_WAIT_SECONDS = 5.0
+# Streams in a row that may break with their server reachable and nothing confirmed
+# before the writer fails: e.g. a server that ends every stream over an item it refuses,
+# its status lost to gRPC's "Internal error from Core".
+_MAX_BROKEN_STREAMS = 3
 # Requests waiting in the outbox are written as one message up to this many bytes: their
 # chunks and items concatenated, followed by the last request's keep_chunk_keys.
 _MERGE_BYTES = 1 << 20
@@ -77,6 +83,8 @@ class InsertTransport:
         self._closed = False
         self._error: errors.ReverbError | None = None
         self._confirm_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # Whether the current stream had a confirmation.
+        self._confirmed = False
         # Serialised requests taken from the writer, in take order, not yet written.
         # A blocking writer's thread takes and serialises its own batches (in notify),
         # so the loop thread only writes them and never waits for the writer's lock
@@ -244,6 +252,7 @@ class InsertTransport:
 
     async def _run(self) -> None:
         backoff = _MIN_BACKOFF
+        broken = 0  # Streams in a row that broke as BROKEN_STREAM says.
         first = True
         while not self._closed:
             if not first:
@@ -255,6 +264,7 @@ class InsertTransport:
                     self._take_into_outbox_locked()
             first = False
             started = time.monotonic()
+            self._confirmed = False
             try:
                 await self._stream()
                 return
@@ -269,6 +279,18 @@ class InsertTransport:
                 self._fail(await self._explained(error_from_rpc(error)))
                 return
             except _StreamEnded as ended:
+                if ended.details == BROKEN_STREAM and not self._confirmed:
+                    broken += 1
+                    if broken >= _MAX_BROKEN_STREAMS:
+                        self._fail(
+                            errors.InternalError(
+                                f"the insert stream broke {broken} times in a row with "
+                                "nothing confirmed while the server could be reached"
+                            )
+                        )
+                        return
+                else:
+                    broken = 0
                 if ended.code in _RETRYABLE and not self._closed:
                     if time.monotonic() - started >= _STABLE_STREAM_SECONDS:
                         backoff = _MIN_BACKOFF
@@ -334,18 +356,9 @@ class InsertTransport:
                 reader.cancel()
                 call.cancel()
 
-    @staticmethod
-    async def _ended(call: Any) -> _StreamEnded:
-        """The status of a call whose write failed (UNAVAILABLE if none comes in time)."""
-        try:
-            code = await asyncio.wait_for(call.code(), _STATUS_WAIT_SECONDS)
-            details = await asyncio.wait_for(call.details(), _STATUS_WAIT_SECONDS)
-        except asyncio.TimeoutError:
-            call.cancel()
-            return _StreamEnded(grpc.StatusCode.UNAVAILABLE, "the insert stream broke")
-        if code == grpc.StatusCode.OK:
-            # The server ended the stream while requests were still being sent.
-            return _StreamEnded(grpc.StatusCode.UNAVAILABLE, "the server closed the stream")
+    async def _ended(self, call: Any) -> _StreamEnded:
+        """What a call whose write failed ended with."""
+        code, details = await failed_write_status(self._channel_getter(), call)
         return _StreamEnded(code, details)
 
     async def _read_confirmations(self, call: Any) -> None:
@@ -356,6 +369,7 @@ class InsertTransport:
                 if code != grpc.StatusCode.OK:
                     raise _StreamEnded(code, await call.details())
                 return
+            self._confirmed = True
             if self._writer.confirm(response.keys):
                 self.notify()
             self._release_waiters()

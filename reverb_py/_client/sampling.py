@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 
 from reverb_py import _impl, errors
 from reverb_py._client.channel import SAMPLE_STREAM_PATH, identity
-from reverb_py._client.credentials import explain_internal_error
+from reverb_py._client.credentials import explain_internal_error, write_or_raise
 from reverb_py._codec.chunk import ChunkCache, decode_chunk, unpack_columns
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._status import error_for_status, error_from_rpc
@@ -205,7 +205,7 @@ async def sample_stream(
     assembler = SampleAssembler()
     produced = 0
     try:
-        await call.write(request)
+        await write_or_raise(channel, call, request)
         while produced < num_samples:
             response = await call.read()
             if response is grpc.aio.EOF:

@@ -7,7 +7,6 @@ import gc
 import threading
 from collections.abc import Callable, Iterator
 
-import grpc
 import numpy as np
 import pytest
 
@@ -15,7 +14,6 @@ import reverb_py as reverb
 from reverb_py import data, errors
 from reverb_py._client import datasets
 from reverb_py._client.channel import shared_loop_thread
-from reverb_py._proto import reverb_service_pb2
 
 SEQUENCE = 4
 STEPS = 200
@@ -94,7 +92,6 @@ def table(server: reverb.Server, name: str) -> reverb.Table:
 
 def loop_tasks() -> int:
     async def count() -> int:
-        import asyncio
 
         return len(asyncio.all_tasks()) - 1
 
@@ -501,41 +498,3 @@ def test_an_unknown_table_raises(address: str) -> None:
 def test_an_unreachable_server_raises() -> None:
     with pytest.raises(errors.UnavailableError):
         next(data.TrajectoryIterator("localhost:1", "t", None, None, 4))
-
-
-class _BrokenCall:
-    """A stream call whose write fails as gRPC's does once the server went away."""
-
-    def __init__(self, status: grpc.StatusCode) -> None:
-        self._status = status
-
-    async def write(self, request: object) -> None:
-        raise grpc.aio.AioRpcError(
-            grpc.StatusCode.INTERNAL,
-            grpc.aio.Metadata(),
-            grpc.aio.Metadata(),
-            details="Internal error from Core",
-        )
-
-    async def code(self) -> grpc.StatusCode:
-        return self._status
-
-    async def details(self) -> str:
-        return "Socket closed"
-
-    def cancel(self) -> bool:
-        return True
-
-
-@pytest.mark.parametrize(
-    ("status", "error"),
-    [
-        (grpc.StatusCode.UNAVAILABLE, errors.UnavailableError),
-        (grpc.StatusCode.CANCELLED, errors.CancelledOperationError),
-        (grpc.StatusCode.OK, errors.UnavailableError),
-    ],
-)
-def test_a_failed_write_raises_the_streams_own_status(status, error) -> None:
-    request = reverb_service_pb2.SampleStreamRequest(table="t", num_samples=1)
-    with pytest.raises(error):
-        asyncio.run(datasets._write(_BrokenCall(status), request))
