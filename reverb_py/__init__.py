@@ -1,17 +1,16 @@
 """reverb_py: experience replay for reinforcement learning, without TensorFlow.
 
 ``import reverb_py as reverb`` gives Reverb's public names. This module only re-exports,
-after one setting: gRPC's C core prints INFO lines ("Got goaway ...") on every client
-when a server stops; ``GRPC_VERBOSITY`` is set to ``ERROR`` unless already set (set it
-to ``INFO`` or ``DEBUG`` to see them). It is read when gRPC's core starts, so it is set
-before anything here imports gRPC.
+after setting gRPC's core settings for the process (:mod:`reverb_py._grpc_settings`:
+``GRPC_VERBOSITY`` and ``GRPC_EXPERIMENTS``), which gRPC reads when it is first imported,
+so before anything here imports gRPC.
 """
 
-import os as _os
+from reverb_py import _grpc_settings
 
-_os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+_grpc_settings.apply()
 
-# ruff: noqa: E402 - the imports follow the setting above.
+# ruff: noqa: E402 - the imports follow the settings above.
 
 from reverb_py import (
     aio,

@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             r"reverb_py\._gc",
             r"reverb_py\._secrets",
             r"reverb_py\._loop_thread",
+            r"reverb_py\._grpc_settings",
             r"reverb_py\.tensor_spec",
             r"reverb_py\.replay_sample",
             r"reverb_py\._codec",
