@@ -255,6 +255,8 @@ def _cmp_value(value: float, unit: str) -> str:
         return f"{value:.2f} s"
     if unit == "B/item":
         return f"{value:,.0f} B"
+    if unit in ("ms", "CPU s/10k"):
+        return f"{value:.3f}"
     return _rate1(value)
 
 
@@ -295,6 +297,13 @@ def compare_md(data: dict) -> str:
     ]
     for name, r in res.items():
         unit, t = r["unit"], r["target"]
+        if t is None:
+            lines.append(
+                f"| {r['label']} | {unit} | {_cmp_value(r['reverb_py']['value'], unit)} | "
+                f"{_cmp_value(r['dm_reverb']['value'], unit)} | **{r['ratio']:.2f}** | – | "
+                "no target |"
+            )
+            continue
         lines.append(
             f"| {r['label']} | {unit} | {_cmp_value(r['reverb_py']['value'], unit)} | "
             f"{_cmp_value(r['dm_reverb']['value'], unit)} | **{r['ratio']:.2f}** | "
@@ -349,8 +358,9 @@ def compare_md(data: dict) -> str:
                 f"{py['main_server_prioritized_bytes_per_item']:,.0f} B | "
                 f"{dm['main_server_prioritized_bytes_per_item']:,.0f} B |"
             )
-    met = sum(1 for r in res.values() if r["target"]["met"])
-    lines.append(f"\nTargets met: {met} of {len(res)}.")
+    targeted = [r for r in res.values() if r["target"] is not None]
+    met = sum(1 for r in targeted if r["target"]["met"])
+    lines.append(f"\nTargets met: {met} of {len(targeted)}.")
     for w in data.get("warnings", []):
         lines.append(f"\nWARNING: {w}")
     return "\n".join(lines)
