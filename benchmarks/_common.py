@@ -178,3 +178,26 @@ def fs_type(path: str | os.PathLike[str]) -> str | None:
     except OSError:
         pass
     return kind
+
+
+def start_worker(module: str, role: str, env: dict[str, str]) -> tuple[Any, int]:
+    """``python -m <module> --worker <role>`` with its stdin and stdout piped; returns the
+    process and the port it prints first (a server worker)."""
+    import subprocess
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, "--worker", role],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline())
+
+
+def stop_worker(proc: Any, timeout: float = 30) -> None:
+    """Closes a :func:`start_worker` process' stdin (its signal to stop) and waits."""
+    if proc.stdin is not None:
+        proc.stdin.close()
+    proc.wait(timeout=timeout)

@@ -322,6 +322,13 @@ def mutate_latency_rep(
     return rep
 
 
+def _write_item(writer: Any, table: str, step: dict[str, Any]) -> None:
+    """One actor step: ``append`` and a length-1 ``create_item`` of it."""
+    writer.append(step)
+    history = writer.history
+    writer.create_item(table, 1.0, {k: history[k][-1:] for k in FIELDS})
+
+
 def writer_loop(
     writer: Any,
     table: str,
@@ -334,21 +341,16 @@ def writer_loop(
     """An actor's writer: per step ``append``, a length-1 ``create_item`` and
     ``flush(block_until_num_items=block_until)``; ``(time.monotonic(), items)`` in
     ``progress`` after every flush, until ``t_end`` or ``should_stop()``."""
-    writer.append(step)
-    history = writer.history
-    columns = {k: history[k][-1:] for k in FIELDS}
-    writer.create_item(table, 1.0, columns)
-    n = 1
     progress.append((time.monotonic(), 0))
+    n = 0
     while not should_stop():
+        _write_item(writer, table, step)
+        n += 1
         writer.flush(block_until_num_items=block_until)
         now = time.monotonic()
         progress.append((now, n))
         if now >= t_end:
             break
-        writer.append(step)
-        writer.create_item(table, 1.0, {k: history[k][-1:] for k in FIELDS})
-        n += 1
 
 
 async def async_writer_loop(
@@ -360,20 +362,16 @@ async def async_writer_loop(
     block_until: int = FLUSH_EVERY,
 ) -> None:
     """:func:`writer_loop` for an asyncio writer (``await writer.flush(...)``)."""
-    writer.append(step)
-    history = writer.history
-    writer.create_item(table, 1.0, {k: history[k][-1:] for k in FIELDS})
-    n = 1
     progress.append((time.monotonic(), 0))
+    n = 0
     while True:
+        _write_item(writer, table, step)
+        n += 1
         await writer.flush(block_until_num_items=block_until)
         now = time.monotonic()
         progress.append((now, n))
         if now >= t_end:
             break
-        writer.append(step)
-        writer.create_item(table, 1.0, {k: history[k][-1:] for k in FIELDS})
-        n += 1
 
 
 def _repeat(fn: Callable[[], dict[str, Any]], repeats: int) -> list[dict[str, Any]]:

@@ -1233,13 +1233,15 @@ class Compare:
 
         prep = {}
         for s in SYSTEMS:
-            prep[s] = self.ctl[s].call(
-                "prepare_mutate",
-                address=self.main[s].address,
-                table="prioritized",
-                n_keys=cfg["mutate_keys"],
-                max_samples=20 * cfg["small_items"],
-            )
+            for per in (MUTATE_LATENCY_KEYS, MUTATE_KEYS_PER_CALL):  # the record: 1,000
+                prep[s] = self.ctl[s].call(
+                    "prepare_mutate",
+                    address=self.main[s].address,
+                    table="prioritized",
+                    n_keys=cfg["mutate_keys"],
+                    max_samples=20 * cfg["small_items"],
+                    per=per,
+                )
 
         def mutate(s: str) -> dict[str, Any]:
             srv = self.main[s]
@@ -1268,15 +1270,6 @@ class Compare:
             self.results["mutate"][s]["prepare"] = prep[s]
 
         per = MUTATE_LATENCY_KEYS
-        for s in SYSTEMS:
-            self.ctl[s].call(
-                "prepare_mutate",
-                address=self.main[s].address,
-                table="prioritized",
-                n_keys=cfg["mutate_keys"],
-                max_samples=20 * cfg["small_items"],
-                per=per,
-            )
 
         def latency(s: str, _rep: int) -> dict[str, Any]:
             srv = self.main[s]

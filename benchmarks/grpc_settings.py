@@ -30,7 +30,14 @@ import sys
 import time
 from typing import Any
 
-from benchmarks._common import RESULTS_DIR, machine_info, median, write_json
+from benchmarks._common import (
+    RESULTS_DIR,
+    machine_info,
+    median,
+    start_worker,
+    stop_worker,
+    write_json,
+)
 
 SETTINGS = ("reverb_py", "grpc_defaults")
 
@@ -92,16 +99,8 @@ def _run(setting: str) -> dict[str, Any]:
     env.pop("GRPC_EXPERIMENTS", None)
     if setting == "grpc_defaults":
         env["GRPC_EXPERIMENTS"] = ""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.grpc_settings", "--worker", "server"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    server, port = start_worker("benchmarks.grpc_settings", "server", env)
     try:
-        assert server.stdout is not None
-        port = int(server.stdout.readline())
         done = subprocess.run(
             [sys.executable, "-m", "benchmarks.grpc_settings", "--worker", f"client:{port}"],
             capture_output=True,
@@ -115,9 +114,7 @@ def _run(setting: str) -> dict[str, Any]:
             raise RuntimeError(f"{setting}: experiments_applied={result['experiments_applied']}")
         return result
     finally:
-        if server.stdin is not None:
-            server.stdin.close()
-        server.wait(timeout=30)
+        stop_worker(server)
 
 
 def main(argv: list[str] | None = None) -> int:

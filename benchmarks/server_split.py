@@ -44,7 +44,14 @@ import threading
 import time
 from typing import Any
 
-from benchmarks._common import RESULTS_DIR, machine_info, proc_cpu_seconds, write_json
+from benchmarks._common import (
+    RESULTS_DIR,
+    machine_info,
+    proc_cpu_seconds,
+    start_worker,
+    stop_worker,
+    write_json,
+)
 
 BUCKETS = ("own", "grpc_calls", "grpc_python", "event_loop_c", "asyncio", "grpc_poller", "other")
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -149,16 +156,8 @@ def _client(port: int, threads: int, seconds: float) -> None:
 
 def measure(threads: int, duration: float, py_spy: str) -> dict[str, Any]:
     env = dict(os.environ)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.server_split", "--worker", "server"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    server, port = start_worker("benchmarks.server_split", "server", env)
     try:
-        assert server.stdout is not None
-        port = int(server.stdout.readline())
         warmup = 1.0
         client = subprocess.Popen(
             [
@@ -213,9 +212,7 @@ def measure(threads: int, duration: float, py_spy: str) -> dict[str, Any]:
         )
         return result
     finally:
-        if server.stdin is not None:
-            server.stdin.close()
-        server.wait(timeout=30)
+        stop_worker(server)
 
 
 def main(argv: list[str] | None = None) -> int:
