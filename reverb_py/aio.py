@@ -30,6 +30,7 @@ from reverb_py._client.channel import (
     identity,
 )
 from reverb_py._client.credentials import ClientCredentials
+from reverb_py._client.mutations import MutateStreams
 from reverb_py._client.sampling import spread_sample_stream, to_replay_samples
 from reverb_py._client.targets import SERVER_ID_HEADER, addresses, num_shards
 from reverb_py._proto import reverb_service_pb2, schema_pb2
@@ -80,6 +81,8 @@ class Client:
         # so every new writer stream is the next call the channel spreads.
         self._signatures: dict[str, Any] | None = None
         self._shards: int | None = None
+        # Idle MutatePrioritiesStream calls of the current channel.
+        self._mutate_streams = MutateStreams()
 
     @property
     def server_address(self) -> str:
@@ -97,12 +100,16 @@ class Client:
         if self._channel is None or self._loop is not loop:
             self._channel = self._credentials.aio_channel(self._server_address, channel_options())
             self._loop = loop
+            supported = self._mutate_streams.supported
+            self._mutate_streams = MutateStreams()
+            self._mutate_streams.supported = supported
         return self._channel
 
     async def close(self) -> None:
         """Closes the channel; open streams are cancelled. Idempotent."""
         if self._channel is not None:
             channel, self._channel = self._channel, None
+            self._mutate_streams.close()
             await channel.close()
 
     async def __aenter__(self) -> Client:
@@ -219,7 +226,10 @@ class Client:
         """
         encoded = _impl.mutations.encode_mutate_request(table, updates, deletes)
         if encoded is not None:
-            call = self.channel().unary_unary(
+            channel = self.channel()
+            if self._num_shards() == 1 and await self._mutate_streams.send(channel, encoded):
+                return
+            call = channel.unary_unary(
                 MUTATE_PRIORITIES_PATH,
                 request_serializer=identity,
                 response_deserializer=reverb_service_pb2.MutatePrioritiesResponse.FromString,

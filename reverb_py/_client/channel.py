@@ -2,7 +2,8 @@
 
 * :func:`channel_options`: Reverb's client channel settings, for the asyncio channels
   and the blocking ``MutatePriorities`` channel alike;
-* the method paths, all under the one service name :data:`reverb_py._proto.SERVICE`;
+* the method paths, under Reverb's service name :data:`reverb_py._proto.SERVICE`, and
+  the one reverb_py adds (:data:`MUTATE_STREAM_PATH`);
 * :func:`identity`: the (de)serializer of calls whose messages are bytes already;
 * :func:`shared_loop_thread`: the background event loop every blocking client runs on.
 """
@@ -14,11 +15,12 @@ import threading
 from typing import Any
 
 from reverb_py._loop_thread import LoopThread
-from reverb_py._proto import SERVICE
+from reverb_py._proto import EXTENSION_SERVICE, SERVICE
 
 __all__ = [
     "INSERT_STREAM_PATH",
     "MUTATE_PRIORITIES_PATH",
+    "MUTATE_STREAM_PATH",
     "PATH_PREFIX",
     "SAMPLE_STREAM_PATH",
     "SERVER_INFO_PATH",
@@ -34,6 +36,9 @@ INSERT_STREAM_PATH = PATH_PREFIX + "InsertStream"
 SAMPLE_STREAM_PATH = PATH_PREFIX + "SampleStream"
 MUTATE_PRIORITIES_PATH = PATH_PREFIX + "MutatePriorities"
 SERVER_INFO_PATH = PATH_PREFIX + "ServerInfo"
+MUTATE_STREAM_PATH = f"/{EXTENSION_SERVICE}/MutatePrioritiesStream"
+"""reverb_py's own method: ``MutatePriorities`` as one bidirectional stream of many
+calls (see :mod:`reverb_py._client.mutations`)."""
 
 
 def channel_options() -> list[tuple[str, Any]]:

@@ -11,3 +11,7 @@ Do not edit the ``*_pb2.py`` / ``*_pb2.pyi`` files: regenerate them with ``make 
 
 SERVICE = "deepmind.reverb.ReverbService"
 """The gRPC service of every RPC: methods are at ``/deepmind.reverb.ReverbService/<Method>``."""
+
+EXTENSION_SERVICE = "reverb_py.ReverbPyService"
+"""The service of the methods a reverb_py server adds to Reverb's (its clients fall back
+to Reverb's methods where a server answers UNIMPLEMENTED)."""

@@ -274,7 +274,7 @@ class Server:
         self._servicer = servicer
         if self._metrics is not None:
             self._metrics.attach(servicer)
-        self._grpc_server.add_generic_rpc_handlers((servicer.handler(),))
+        self._grpc_server.add_generic_rpc_handlers(servicer.handlers())
         self._health = Health(self._grpc_server)
         await self._health.not_serving()
         try:

@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError
 from reverb_py import _impl, errors
 from reverb_py._client.channel import identity
 from reverb_py._client.targets import SERVER_ID_HEADER
-from reverb_py._proto import SERVICE, reverb_service_pb2, schema_pb2
+from reverb_py._proto import EXTENSION_SERVICE, SERVICE, reverb_service_pb2, schema_pb2
 from reverb_py._status import status_for_error
 from reverb_py.server._chunks import Chunk, chunks_of_item, parse_chunk
 from reverb_py.server._limits import ServerLimits, describe_bytes
@@ -73,7 +73,11 @@ class ReverbServicer:
         self.limits = limits if limits is not None else ServerLimits()
         # Insert and sample streams open now, and the chunk bytes insert streams keep.
         self.open_streams = 0
-        self.streams_by_method = {"InsertStream": 0, "SampleStream": 0}
+        self.streams_by_method = {
+            "InsertStream": 0,
+            "SampleStream": 0,
+            "MutatePrioritiesStream": 0,
+        }
         self.held_chunk_bytes = 0
         # The server's metrics, when it has them (failed calls and checkpoints are
         # counted as they happen).
@@ -100,8 +104,9 @@ class ReverbServicer:
             raise errors.NotFoundError(f"Priority table {name} was not found")
         return table
 
-    def handler(self) -> grpc.GenericRpcHandler:
-        """The generic handler serving this servicer at Reverb's method paths."""
+    def handlers(self) -> tuple[grpc.GenericRpcHandler, ...]:
+        """The generic handlers serving this servicer: Reverb's method paths, and the
+        method reverb_py adds (``MutatePrioritiesStream``)."""
         methods: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             "ServerInfo": grpc.unary_unary_rpc_method_handler(
                 self.ServerInfo,
@@ -143,7 +148,17 @@ class ReverbServicer:
                 ),
             ),
         }
-        return grpc.method_handlers_generic_handler(SERVICE, methods)
+        extensions: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+            "MutatePrioritiesStream": grpc.stream_stream_rpc_method_handler(
+                self.MutatePrioritiesStream,
+                request_deserializer=identity,
+                response_serializer=identity,
+            ),
+        }
+        return (
+            grpc.method_handlers_generic_handler(SERVICE, methods),
+            grpc.method_handlers_generic_handler(EXTENSION_SERVICE, extensions),
+        )
 
     async def _abort(
         self, context: grpc.aio.ServicerContext[Any, Any], error: BaseException
@@ -217,6 +232,34 @@ class ReverbServicer:
         except errors.ReverbError as error:
             await self._abort(context, error)
         return b""  # an empty MutatePrioritiesResponse
+
+    async def MutatePrioritiesStream(  # noqa: N802
+        self, request_iterator: Any, context: grpc.aio.ServicerContext[bytes, bytes]
+    ) -> None:
+        """reverb_py's own method: many ``MutatePriorities`` calls on one stream.
+
+        Each request is a ``MutatePrioritiesRequest``, applied as the unary call applies
+        it and answered (in order) with an empty ``MutatePrioritiesResponse``. A request
+        the unary call would refuse ends the stream with the unary call's status.
+
+        PERF(mutate-stream): a unary call costs a new HTTP/2 stream on both ends; a
+        message on an open stream costs a fraction of it.
+        """
+        try:
+            self._open_stream("MutatePrioritiesStream")
+        except errors.ReverbError as error:
+            await self._abort(context, error)
+        try:
+            async for request in request_iterator:
+                try:
+                    name, keys, priorities, deletes = _impl.mutations.decode_mutate_request(request)
+                    self._table(name).mutate_columns(keys, priorities, deletes)
+                except errors.ReverbError as error:
+                    await self._abort(context, error)
+                await context.write(b"")
+        finally:
+            self.open_streams -= 1
+            self.streams_by_method["MutatePrioritiesStream"] -= 1
 
     async def Checkpoint(  # noqa: N802
         self,

@@ -102,9 +102,11 @@ class Attacker:
         self, method: str, requests: list[bytes], max_replies: int | None = None
     ) -> tuple[Any, list[bytes]]:
         """Sends ``requests`` and reads the replies; after ``max_replies`` the call is
-        cancelled (a sample stream may rightly go on until its deadline)."""
+        cancelled (a sample stream may rightly go on until its deadline). ``method`` is
+        a method of Reverb's service, or a whole path."""
+        path = method if method.startswith("/") else PATH + method
         call = self.channel.stream_stream(
-            PATH + method, request_serializer=_identity, response_deserializer=_identity
+            path, request_serializer=_identity, response_deserializer=_identity
         )(iter(requests), timeout=DEADLINE_S)
         replies: list[bytes] = []
         try:

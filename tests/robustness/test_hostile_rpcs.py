@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reverb_py._client.channel import MUTATE_STREAM_PATH
 from reverb_py._codec.chunk import encode_chunk
 from reverb_py._proto import reverb_service_pb2 as pb
 from reverb_py._proto import schema_pb2
@@ -119,6 +120,17 @@ def test_mutate_priorities_with_wrong_values(
         delete_keys=deletes,
     )
     assert_proper(attacker.unary("MutatePriorities", request.SerializeToString()), str(request))
+    code, _ = attacker.stream(MUTATE_STREAM_PATH, [request.SerializeToString()] * 2)
+    assert_proper(code, f"stream: {request}")
+    bystander.check()
+
+
+@given(st.lists(hostile_bytes(UNARY["MutatePriorities"].SerializeToString()), max_size=3))
+def test_mutate_priorities_stream_survives_hostile_bytes(
+    attacker: Attacker, bystander: Bystander, requests: list[bytes]
+) -> None:
+    code, _ = attacker.stream(MUTATE_STREAM_PATH, requests)
+    assert_proper(code, repr(requests))
     bystander.check()
 
 
