@@ -1,0 +1,201 @@
+"""``mutate_priorities`` on the mutation stream against Reverb's unary call, one server.
+
+Run from the project root::
+
+    python -m benchmarks.mutate_stream [--repeats 5] [--out benchmarks/results/mutate_stream.json]
+
+A server process holds one ``Prioritized(0.8)`` table of 10,000 items; a client process
+updates the priorities of keys it holds, taking turns between the two ways a call can
+go (``client._mutate_streams.supported`` switched off gives the unary call), the order
+alternating from one repetition to the next:
+
+* ``blocking_256_us``: a blocking ``Client``'s call of 256 keys, median of 1,000;
+* ``blocking_1000_keys_per_s``: 1,000-key calls for 2 s;
+* ``aio_256_us``: an ``aio.Client``'s call of 256 keys (on uvloop), median of 1,000.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import time
+from typing import Any
+
+from benchmarks._common import (
+    RESULTS_DIR,
+    machine_info,
+    median,
+    start_worker,
+    stop_worker,
+    write_json,
+)
+
+WAYS = ("stream", "unary")
+KEYS = 10_000
+SEED = 7
+
+
+def held_keys() -> list[int]:
+    """The server's keys (the client makes the same ones from the same seed)."""
+    return random.Random(SEED).sample(range(1, 2**62), KEYS)
+
+
+def _server() -> None:
+    import reverb_py as reverb
+    from reverb_py.table import Item
+
+    table = reverb.Table(
+        "p",
+        reverb.selectors.Prioritized(0.8),
+        reverb.selectors.Fifo(),
+        10**6,
+        reverb.rate_limiters.MinSize(1),
+    )
+    for key in held_keys():
+        table.insert_or_enqueue(
+            Item(key, 1.0, trajectory=b"", chunks=(), episode_ids=(), times_sampled=0)
+        )
+    server = reverb.Server([table], port=0)
+    print(server.port, flush=True)
+    sys.stdin.read()
+    server.stop()
+
+
+def _client(port: int, order: list[str]) -> None:
+    import reverb_py as reverb
+    from reverb_py._loop_thread import new_event_loop
+
+    address = f"localhost:{port}"
+    client = reverb.Client(address)
+    if client.server_info()["p"].current_size != KEYS:
+        raise RuntimeError("the server's table is not full")
+    rng = random.Random(1)
+    held = held_keys()
+    batches_256 = [{k: rng.uniform(0.1, 2.0) for k in rng.sample(held, 256)} for _ in range(50)]
+    batches_1000 = [{k: rng.uniform(0.1, 2.0) for k in rng.sample(held, 1000)} for _ in range(20)]
+    clock = time.perf_counter
+    out: dict[str, dict[str, float]] = {}
+    for way in order:
+        client._mutate_streams.supported = way == "stream"
+        for batch in batches_256:
+            client.mutate_priorities("p", updates=batch)
+        times = []
+        for i in range(1000):
+            t0 = clock()
+            client.mutate_priorities("p", updates=batches_256[i % 50])
+            times.append(clock() - t0)
+        result = {"blocking_256_us": statistics.median(times) * 1e6}
+        n = 0
+        t0 = clock()
+        while clock() - t0 < 2.0:
+            client.mutate_priorities("p", updates=batches_1000[n % 20])
+            n += 1
+        result["blocking_1000_keys_per_s"] = n * 1000 / (clock() - t0)
+        loop = new_event_loop()
+        try:
+            result["aio_256_us"] = loop.run_until_complete(_aio(address, way, batches_256))
+        finally:
+            loop.close()
+        out[way] = result
+    print(json.dumps(out), flush=True)
+
+
+async def _aio(address: str, way: str, batches: list[dict[int, float]]) -> float:
+    import reverb_py as reverb
+
+    client = reverb.aio.Client(address)
+    try:
+        await client.mutate_priorities("p", deletes=[0])  # connects
+        client._mutate_streams.supported = way == "stream"
+        for batch in batches:
+            await client.mutate_priorities("p", updates=batch)
+        times = []
+        clock = time.perf_counter
+        for i in range(1000):
+            t0 = clock()
+            await client.mutate_priorities("p", updates=batches[i % len(batches)])
+            times.append(clock() - t0)
+        return statistics.median(times) * 1e6
+    finally:
+        await client.close()
+        await asyncio.sleep(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", default=str(RESULTS_DIR / "mutate_stream.json"))
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker == "server":
+        _server()
+        return 0
+    if args.worker:
+        _, port, order = args.worker.split(":")
+        _client(int(port), order.split(","))
+        return 0
+    import os
+    import subprocess
+
+    runs: dict[str, list[dict[str, float]]] = {way: [] for way in WAYS}
+    server, port = start_worker("benchmarks.mutate_stream", "server", dict(os.environ))
+    try:
+        for rep in range(args.repeats):
+            order = list(WAYS if rep % 2 == 0 else WAYS[::-1])
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.mutate_stream",
+                    "--worker",
+                    f"client:{port}:{','.join(order)}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=True,
+            )
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            for way in WAYS:
+                runs[way].append(result[way])
+    finally:
+        stop_worker(server)
+    keys = ("blocking_256_us", "blocking_1000_keys_per_s", "aio_256_us")
+    summary = {way: {k: median([r[k] for r in runs[way]]) for k in keys} for way in WAYS}
+    ratios = {
+        k: (
+            summary["stream"][k] / summary["unary"][k]
+            if k.endswith("per_s")
+            else summary["unary"][k] / summary["stream"][k]
+        )
+        for k in keys
+    }
+    data: dict[str, Any] = {
+        "benchmark": "mutate_stream",
+        "machine": machine_info(),
+        "config": {
+            "repeats": args.repeats,
+            "table": f"Prioritized(0.8), {KEYS} items",
+            "alternation": "the two ways alternate first/second in each repetition",
+        },
+        "ratio_convention": "how many times better the stream is (> 1: better)",
+        "runs": runs,
+        "summary": summary,
+        "ratios": ratios,
+    }
+    path = write_json(args.out, data)
+    for k in keys:
+        print(
+            f"{k:28s} stream {summary['stream'][k]:10.1f}   unary {summary['unary'][k]:10.1f}"
+            f"   x{ratios[k]:.2f}"
+        )
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
