@@ -60,6 +60,12 @@ def call_rpc(channel: grpc.Channel, method: str, token: str | None) -> grpc.Stat
             list(channel.stream_stream(path)(iter([b""]), metadata=md, timeout=TIMEOUT))
         elif method == "InitializeConnection":
             list(channel.stream_stream(path)(iter([b""]), metadata=md, timeout=TIMEOUT))
+        elif method == "MutatePrioritiesStream":
+            from reverb_py._client.channel import MUTATE_STREAM_PATH
+
+            request = b"\n\x01t"  # MutatePrioritiesRequest(table="t")
+            call = channel.stream_stream(MUTATE_STREAM_PATH)
+            list(call(iter([request]), metadata=md, timeout=TIMEOUT))
         else:
             raise AssertionError(method)
     except grpc.RpcError as error:
@@ -75,6 +81,7 @@ RPCS = [
     "InsertStream",
     "SampleStream",
     "InitializeConnection",
+    "MutatePrioritiesStream",
 ]
 
 
@@ -93,6 +100,19 @@ def test_a_refused_insert_stream_inserts_nothing(server: Server) -> None:
     with pytest.raises(errors.UnauthenticatedError):
         bad.insert(np.zeros(3), {"t": 1.0})
     assert good.server_info(timeout=TIMEOUT)["t"].current_size == 0
+
+
+def test_mutate_priorities_needs_the_token_on_either_road(server: Server) -> None:
+    good = reverb_py.Client(server.address, token=TOKEN)
+    good.insert(np.zeros(3), {"t": 1.0})
+    [item] = server.tables[0].items()
+    good.mutate_priorities("t", updates={item.key: 2.0})
+    assert good._mutate_streams._idle and good._mutate is None  # on the stream
+    bad = reverb_py.Client(server.address, token=WRONG)
+    with pytest.raises(errors.UnauthenticatedError):
+        bad.mutate_priorities("t", updates={item.key: 3.0})
+    assert bad._mutate is not None  # the unary call was refused too
+    assert server.tables[0].get(item.key).priority == 2.0
 
 
 def test_refusals_are_logged_with_the_peer_and_never_the_token(
