@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -60,6 +61,9 @@ __all__ = ["ServerGroup", "start_servers"]
 
 _STOP_TIMEOUT_S = 60.0
 """How long :meth:`ServerGroup.stop` waits for a server to stop before killing its actor."""
+
+_KILL_TIMEOUT_S = 30.0
+"""How long :meth:`ServerGroup.stop` waits for killed actors to be dead."""
 
 _Tables = Callable[[], Sequence[Table]] | Sequence[Table]
 
@@ -100,7 +104,8 @@ class _ServerActor:
 
 
 def _stop_actors(actors: Sequence[Any]) -> None:
-    """Stops every actor's server (all at once), then kills the actors."""
+    """Stops every actor's server (all at once), kills the actors, and returns once
+    every actor is dead (or :data:`_KILL_TIMEOUT_S` passed)."""
     pending = [actor.stop.remote() for actor in actors]
     for actor, stopping in zip(actors, pending):
         try:
@@ -109,6 +114,31 @@ def _stop_actors(actors: Sequence[Any]) -> None:
             pass  # Dead already, or stuck: killed below.
         finally:
             ray.kill(actor, no_restart=True)
+    deadline = time.monotonic() + _KILL_TIMEOUT_S
+    for actor in actors:
+        _wait_dead(actor, deadline)
+
+
+def _wait_dead(actor: Any, deadline: float) -> None:
+    """Returns once a call to the killed ``actor`` fails as a dead actor's does.
+
+    ``ray.kill`` only asks Ray to end the actor: a call made right after it may still be
+    served. Each call that is served is followed by another, a little later, until one
+    fails or ``deadline`` passes (then the actor is left to Ray, as killed).
+    """
+    pause = 0.001
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        try:
+            ray.get(actor.address.remote(), timeout=remaining)
+        except ray.exceptions.RayActorError:
+            return  # Dead.
+        except (ray.exceptions.RayError, TimeoutError):
+            return  # Not answering: nothing more to wait for here.
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, 0.1)
 
 
 def _address(ip: str, port: int) -> str:
@@ -160,7 +190,8 @@ class ServerGroup:
         """Stops every server, then kills its actor. Idempotent.
 
         A server that does not stop within a minute, or whose actor has already died,
-        is killed all the same.
+        is killed all the same. Returns once every actor is dead (a call to it raises
+        ``RayActorError``), or after 30 seconds more.
         """
         if self._stopped:
             return
