@@ -16,6 +16,8 @@ cdef extern from "key_index.h" nogil:
     cdef cppclass KeyIndex "reverb_py::KeyIndex":
         KeyIndex() except +
         size_t size() noexcept
+        # Starts loading where a lookup of `key` begins (a hint; results unchanged).
+        void Prefetch(uint64_t key) noexcept
         # The value of `key`, or -1.
         int64_t Find(uint64_t key) noexcept
         # Adds `key` -> `value` (>= 0) unless present; False when present. MemoryError

@@ -9,7 +9,8 @@ Memory layout (invisible from Python): slot ``i`` is a 32-byte node (weight, sub
 sum, key) stored at position ``i + 1`` of a 64-byte aligned buffer, so that the two
 children ``2i + 1`` and ``2i + 2`` of any slot share one cache line and the four
 grandchildren exactly two. The descent of :meth:`SumTree.sample` prefetches the
-grandchildren's lines one level ahead.
+grandchildren's lines one level ahead; :meth:`SumTree.update_many` on a large tree
+prefetches the index entries and paths of the entries a few places ahead.
 """
 
 cimport cython
@@ -58,6 +59,29 @@ cdef inline void _fix_path(Node* nodes, Py_ssize_t n, Py_ssize_t index) noexcept
         left_sum = nodes[left].sum if left < n else 0.0
         right_sum = nodes[left + 1].sum if left + 1 < n else 0.0
         nodes[index].sum = nodes[index].weight + left_sum + right_sum
+        if index == 0:
+            return
+        index = (index - 1) >> 1
+
+
+cdef enum:
+    # How many entries ahead update_many asks for the memory an entry needs.
+    _AHEAD = 8
+    # The levels of a path update_many asks for: the top of a large tree stays cached.
+    _PREFETCH_LEVELS = 8
+    # The size from which update_many asks ahead: a smaller tree (1 MiB of nodes) and
+    # its index mostly stay in the caches, where asking costs more than it saves.
+    _PREFETCH_SIZE = 1 << 15
+
+
+cdef inline void _prefetch_path(Node* nodes, Py_ssize_t n, Py_ssize_t index) noexcept:
+    """Asks for the lines :func:`_fix_path` reads first from slot ``index`` up: the
+    children's line, then each slot's own (which holds its sibling) for a few levels."""
+    cdef int level
+    if 2 * index + 1 < n:
+        _prefetch(&nodes[2 * index + 1])
+    for level in range(_PREFETCH_LEVELS):
+        _prefetch(&nodes[index])
         if index == 0:
             return
         index = (index - 1) >> 1
@@ -196,25 +220,48 @@ Keys with weights ``priority ** priority_exponent``, sampled proportionally.
           NotFoundError: a key is not present.
         """
         check_same_length(keys, priorities)
-        cdef vector[Py_ssize_t] indices
+        # PERF(mutate-prefetch): on a large tree each key's index entry and the lower
+        # part of its path are cache misses. The entries are converted first; the loops
+        # that look them up and apply them ask for the memory of the entry _AHEAD
+        # places further on before working on the current one, so the misses of
+        # several keys overlap. The checks keep their order: an entry that fails to
+        # convert is reported after any earlier key that is not present.
+        cdef vector[uint64_t] converted
         cdef vector[double] weights
+        cdef vector[Py_ssize_t] indices
         cdef uint64_t k
         cdef double weight
         cdef Py_ssize_t index
-        indices.reserve(len(keys))
-        weights.reserve(len(keys))
+        cdef size_t i
+        cdef size_t size = len(keys)
+        converted.reserve(size)
+        weights.reserve(size)
         for key, priority in zip(keys, priorities):
-            k = as_key(key)
-            weight = self._weight_of(k, priority)
-            index = self._slots.Find(k)
-            if index < 0:
-                raise NotFoundError(f"Key {k} not found.")
-            indices.push_back(index)
+            try:
+                k = as_key(key)
+                weight = self._weight_of(k, priority)
+            except BaseException:
+                for i in range(converted.size()):
+                    if self._slots.Find(converted[i]) < 0:
+                        raise NotFoundError(f"Key {converted[i]} not found.") from None
+                raise
+            converted.push_back(k)
             weights.push_back(weight)
+        size = converted.size()
+        indices.reserve(size)
         cdef Node* nodes = self._nodes
         cdef Py_ssize_t n = self._size
-        cdef size_t i
-        for i in range(indices.size()):
+        cdef bint prefetch = n >= _PREFETCH_SIZE
+        for i in range(size):
+            if prefetch and i + _AHEAD < size:
+                self._slots.Prefetch(converted[i + _AHEAD])
+            index = self._slots.Find(converted[i])
+            if index < 0:
+                raise NotFoundError(f"Key {converted[i]} not found.")
+            indices.push_back(index)
+        for i in range(size):
+            if prefetch and i + _AHEAD < size:
+                _prefetch_path(nodes, n, indices[i + _AHEAD])
             nodes[indices[i]].weight = weights[i]
             _fix_path(nodes, n, indices[i])
 

@@ -7,6 +7,7 @@ and message) must agree, and so must the public API (method signatures, properti
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import random
@@ -19,6 +20,7 @@ import pytest
 from reverb_py._pure.indexed_set import IndexedSet as PyIndexedSet
 from reverb_py._pure.rate_limiter_state import RateLimiterState as PyRateLimiterState
 from reverb_py._pure.sum_tree import SumTree as PySumTree
+from reverb_py.errors import InvalidArgumentError, NotFoundError
 from tests.helpers import compiled_module
 
 KEY_MAX = 2**64 - 1
@@ -471,3 +473,51 @@ def test_constructor_signature_parity(
     # no annotations: compare names, kinds and defaults.
     assert shape(py_cls) == shape(cy_cls)
     assert inspect.getdoc(py_cls) is not None and inspect.getdoc(cy_cls) is not None
+
+
+def test_sum_tree_update_many_on_a_tree_that_prefetches(cy_sum_tree: Any) -> None:
+    # Above 2**15 slots the compiled update_many asks for memory ahead of each entry:
+    # results and errors must still be the pure twin's, entry for entry.
+    rng = random.Random(2026)
+    py = PySumTree(0.8, 1)
+    cy = cy_sum_tree(0.8, 1)
+    keys = list({rng.getrandbits(64) for _ in range(40_000)})
+    for key in keys:
+        priority = rng.random() * 10
+        py.insert(key, priority)
+        cy.insert(key, priority)
+    for size in (1, 7, 8, 9, 1000, 5000):
+        batch = rng.sample(keys, size) + rng.sample(keys, size // 3)  # some twice
+        priorities = [rng.choice([0.0, rng.random(), rng.random() * 1e4]) for _ in batch]
+        py.update_many(batch, priorities)
+        cy.update_many(batch, priorities)
+        assert py.total == cy.total
+    assert [py.weight(key) for key in keys] == [cy.weight(key) for key in keys]
+    absent = 2**64 - 1
+    assert absent not in py
+    good = rng.sample(keys, 50)
+    cases: list[tuple[list[Any], list[Any], type[Exception]]] = [
+        (good[:30] + [absent] + good[30:], [1.0] * 51, NotFoundError),
+        # A missing key before a priority the tree refuses is reported first, and the
+        # refused priority before a later missing key.
+        (good[:10] + [absent] + good[10:], [1.0] * 40 + [-1.0] + [1.0] * 10, NotFoundError),
+        (good[:40] + [absent] + good[40:], [1.0] * 10 + [-1.0] + [1.0] * 40, InvalidArgumentError),
+        (
+            good[:40] + [absent] + good[40:],
+            [1.0] * 10 + [math.nan] + [1.0] * 40,
+            InvalidArgumentError,
+        ),
+        (good + [2**64], [1.0] * 51, InvalidArgumentError),
+        (good + ["x"], [1.0] * 51, TypeError),
+        (good, [1.0] * 49 + ["x"], TypeError),
+    ]
+    for bad_keys, bad_priorities, error in cases:
+        expected = check(
+            0,
+            "update_many",
+            functools.partial(py.update_many, bad_keys, bad_priorities),
+            functools.partial(cy.update_many, bad_keys, bad_priorities),
+        )
+        assert expected[:2] == ("error", error), expected
+    assert py.total == cy.total
+    assert [py.weight(key) for key in keys] == [cy.weight(key) for key in keys]
