@@ -5,9 +5,17 @@ Run from the project root::
     python -m benchmarks.mutate_stream [--repeats 5] [--out benchmarks/results/mutate_stream.json]
 
 A server process holds one ``Prioritized(0.8)`` table of 10,000 items; a client process
-updates the priorities of keys it holds, taking turns between the two ways a call can
-go (``client._mutate_streams.supported`` switched off gives the unary call), the order
-alternating from one repetition to the next:
+updates the priorities of keys it holds, taking turns between the ways a call can go,
+the order reversed from one repetition to the next:
+
+* ``polled``: the blocking client's stream whose events the calling thread takes
+  itself (``_PolledStream``; the asyncio client has no such way);
+* ``stream``: the mutation stream as gRPC's blocking API drives it (a request thread
+  and the channel's polling thread; ``client._mutate_streams.polled`` switched off),
+  and the asyncio client's stream;
+* ``unary``: Reverb's unary call (``client._mutate_streams.supported`` switched off).
+
+Measured:
 
 * ``blocking_256_us``: a blocking ``Client``'s call of 256 keys, median of 1,000;
 * ``blocking_1000_keys_per_s``: 1,000-key calls for 2 s;
@@ -34,7 +42,9 @@ from benchmarks._common import (
     write_json,
 )
 
-WAYS = ("stream", "unary")
+WAYS = ("polled", "stream", "unary")
+BLOCKING_KEYS = ("blocking_256_us", "blocking_1000_keys_per_s")
+AIO_KEYS = ("aio_256_us",)
 KEYS = 10_000
 SEED = 7
 
@@ -80,7 +90,12 @@ def _client(port: int, order: list[str]) -> None:
     clock = time.perf_counter
     out: dict[str, dict[str, float]] = {}
     for way in order:
-        client._mutate_streams.supported = way == "stream"
+        streams = client._mutate_streams
+        streams.supported = way != "unary"
+        streams.polled = way == "polled"
+        for stream in streams._idle:
+            stream.close()
+        streams._idle.clear()
         for batch in batches_256:
             client.mutate_priorities("p", updates=batch)
         times = []
@@ -95,11 +110,12 @@ def _client(port: int, order: list[str]) -> None:
             client.mutate_priorities("p", updates=batches_1000[n % 20])
             n += 1
         result["blocking_1000_keys_per_s"] = n * 1000 / (clock() - t0)
-        loop = new_event_loop()
-        try:
-            result["aio_256_us"] = loop.run_until_complete(_aio(address, way, batches_256))
-        finally:
-            loop.close()
+        if way != "polled":
+            loop = new_event_loop()
+            try:
+                result["aio_256_us"] = loop.run_until_complete(_aio(address, way, batches_256))
+            finally:
+                loop.close()
         out[way] = result
     print(json.dumps(out), flush=True)
 
@@ -164,15 +180,22 @@ def main(argv: list[str] | None = None) -> int:
                 runs[way].append(result[way])
     finally:
         stop_worker(server)
-    keys = ("blocking_256_us", "blocking_1000_keys_per_s", "aio_256_us")
-    summary = {way: {k: median([r[k] for r in runs[way]]) for k in keys} for way in WAYS}
+    keys = BLOCKING_KEYS + AIO_KEYS
+    summary = {
+        way: {k: median([r[k] for r in runs[way]]) for k in keys if k in runs[way][0]}
+        for way in WAYS
+    }
+
+    def better(a: str, b: str, k: str) -> float:
+        """How many times better way ``a`` is than way ``b`` at ``k``."""
+        if k.endswith("per_s"):
+            return float(summary[a][k] / summary[b][k])
+        return float(summary[b][k] / summary[a][k])
+
     ratios = {
-        k: (
-            summary["stream"][k] / summary["unary"][k]
-            if k.endswith("per_s")
-            else summary["unary"][k] / summary["stream"][k]
-        )
-        for k in keys
+        "stream_vs_unary": {k: better("stream", "unary", k) for k in keys},
+        "polled_vs_stream": {k: better("polled", "stream", k) for k in BLOCKING_KEYS},
+        "polled_vs_unary": {k: better("polled", "unary", k) for k in BLOCKING_KEYS},
     }
     data: dict[str, Any] = {
         "benchmark": "mutate_stream",
@@ -180,19 +203,19 @@ def main(argv: list[str] | None = None) -> int:
         "config": {
             "repeats": args.repeats,
             "table": f"Prioritized(0.8), {KEYS} items",
-            "alternation": "the two ways alternate first/second in each repetition",
+            "alternation": "the ways run in order, then in reverse order, repetition by repetition",
         },
-        "ratio_convention": "how many times better the stream is (> 1: better)",
+        "ratio_convention": "a_vs_b: how many times better way a is than way b (> 1: better)",
         "runs": runs,
         "summary": summary,
         "ratios": ratios,
     }
     path = write_json(args.out, data)
     for k in keys:
-        print(
-            f"{k:28s} stream {summary['stream'][k]:10.1f}   unary {summary['unary'][k]:10.1f}"
-            f"   x{ratios[k]:.2f}"
-        )
+        cells = "   ".join(f"{way} {summary[way][k]:10.1f}" for way in WAYS if k in summary[way])
+        print(f"{k:26s} {cells}")
+    for name, values in ratios.items():
+        print(f"{name:18s} " + "   ".join(f"{k} x{v:.2f}" for k, v in values.items()))
     print(f"wrote {path}")
     return 0
 

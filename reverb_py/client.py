@@ -70,10 +70,15 @@ class Client:
         self._client = aio.Client(
             server_address, token, root_certificates, private_key, certificate_chain
         )
+        # The blocking channel of mutate_priorities (made on first use), and the same
+        # with the token on every call.
+        self._mutate_plain_channel: grpc.Channel | None = None
         self._mutate_channel: grpc.Channel | None = None
         self._mutate: Any = None  # the MutatePriorities call on _mutate_channel
         self._mutate_lock = threading.Lock()
-        self._mutate_streams = BlockingMutateStreams(self._mutate_channel_or_new)
+        self._mutate_streams = BlockingMutateStreams(
+            self._mutate_plain_channel_or_new, self._client._credentials.metadata()
+        )
         self._single_server: bool | None = None
 
     @property
@@ -169,12 +174,22 @@ class Client:
         # map the same way.
         channel = self._mutate_channel
         if channel is None:
+            plain = self._mutate_plain_channel_or_new()
             with self._mutate_lock:
                 if self._mutate_channel is None:
-                    self._mutate_channel = self._client._credentials.channel(
+                    self._mutate_channel = self._client._credentials.with_token(plain)
+                channel = self._mutate_channel
+        return channel
+
+    def _mutate_plain_channel_or_new(self) -> grpc.Channel:
+        channel = self._mutate_plain_channel
+        if channel is None:
+            with self._mutate_lock:
+                if self._mutate_plain_channel is None:
+                    self._mutate_plain_channel = self._client._credentials.plain_channel(
                         self._server_address, channel_options()
                     )
-                channel = self._mutate_channel
+                channel = self._mutate_plain_channel
         return channel
 
     def _mutate_call(self) -> Any:

@@ -109,13 +109,20 @@ class ClientCredentials:
 
     def channel(self, target: str, options: Sequence[tuple[str, Any]]) -> grpc.Channel:
         """A new blocking channel to ``target`` with these credentials."""
+        return self.with_token(self.plain_channel(target, options))
+
+    def plain_channel(self, target: str, options: Sequence[tuple[str, Any]]) -> grpc.Channel:
+        """A new blocking channel to ``target`` with the TLS settings only: its calls
+        carry the token where :meth:`metadata` is given to them."""
         if self.tls:
-            channel = grpc.secure_channel(target, self._channel_credentials(), options=options)
-        else:
-            channel = grpc.insecure_channel(target, options=options)
-        if self._token is not None:
-            channel = grpc.intercept_channel(channel, _BlockingTokenInterceptor(self.metadata()))
-        return channel
+            return grpc.secure_channel(target, self._channel_credentials(), options=options)
+        return grpc.insecure_channel(target, options=options)
+
+    def with_token(self, channel: grpc.Channel) -> grpc.Channel:
+        """``channel`` with the token on every call (``channel`` itself without one)."""
+        if self._token is None:
+            return channel
+        return grpc.intercept_channel(channel, _BlockingTokenInterceptor(self.metadata()))
 
     def __repr__(self) -> str:
         mode = "mutual TLS" if self._chain is not None else "TLS" if self.tls else "plaintext"

@@ -6,6 +6,7 @@ refused request), with the unary call's outcome."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import subprocess
 import sys
 import threading
@@ -44,6 +45,17 @@ def server() -> Iterator[Server]:
         server.stop()
 
 
+@pytest.fixture(params=["polled", "threads"])
+def blocking_way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The blocking client's streams: taken by the caller's thread (the default where
+    gRPC allows), or driven by gRPC's blocking API (its request and polling threads)."""
+    if request.param == "threads":
+        monkeypatch.setattr(mutations, "_POLLED", False)
+    else:
+        assert mutations._POLLED
+    return str(request.param)
+
+
 def open_mutate_streams(server: Server) -> int:
     return int(server._servicer.streams_by_method["MutatePrioritiesStream"])
 
@@ -62,7 +74,7 @@ def priorities(server: Server) -> dict[int, float]:
 # ---------------------------------------------------------------- the blocking client
 
 
-def test_blocking_calls_share_one_stream(server: Server) -> None:
+def test_blocking_calls_share_one_stream(server: Server, blocking_way: str) -> None:
     keys = fill(server, 4)
     client = reverb.Client(f"localhost:{server.port}")
     client.mutate_priorities("prio", updates=dict.fromkeys(keys[:3], 1.0))
@@ -75,9 +87,10 @@ def test_blocking_calls_share_one_stream(server: Server) -> None:
     assert priorities(server) == dict.fromkeys(keys[:3], 6.0)
     assert client._mutate_streams.supported
     assert client._mutate is None  # The unary call was never needed.
+    assert isinstance(stream, mutations._PolledStream) == (blocking_way == "polled")
 
 
-def test_blocking_errors_are_the_unary_calls(server: Server) -> None:
+def test_blocking_errors_are_the_unary_calls(server: Server, blocking_way: str) -> None:
     keys = fill(server, 1)
     client = reverb.Client(f"localhost:{server.port}")
     with pytest.raises(errors.NotFoundError, match="Priority table nope was not found"):
@@ -91,7 +104,7 @@ def test_blocking_errors_are_the_unary_calls(server: Server) -> None:
     assert open_mutate_streams(server) == 1
 
 
-def test_blocking_calls_from_many_threads(server: Server) -> None:
+def test_blocking_calls_from_many_threads(server: Server, blocking_way: str) -> None:
     keys = fill(server, 16)
     client = reverb.Client(f"localhost:{server.port}")
     failures: list[BaseException] = []
@@ -119,7 +132,7 @@ def test_blocking_calls_from_many_threads(server: Server) -> None:
     assert len(client._mutate_streams._idle) <= mutations.MAX_IDLE_STREAMS
 
 
-async def test_the_stream_limit_falls_back_to_the_unary_call() -> None:
+async def test_the_stream_limit_falls_back_to_the_unary_call(blocking_way: str) -> None:
     server = Server(new_tables(), port=0, limits=ServerLimits(max_streams=1))
     try:
         async with grpc.aio.insecure_channel(f"localhost:{server.port}") as channel:
@@ -156,7 +169,7 @@ def test_a_target_of_several_servers_uses_the_unary_call() -> None:
         second.stop()
 
 
-def test_a_stream_broken_by_a_restart_is_replaced(tmp_path) -> None:
+def test_a_stream_broken_by_a_restart_is_replaced(tmp_path, blocking_way: str) -> None:
     server = Server(new_tables(), port=0)
     port = server.port
     client = reverb.Client(f"localhost:{port}")
@@ -207,7 +220,9 @@ async def test_async_client_falls_back_for_good_on_unimplemented(reverb_only_ser
         await client.close()
 
 
-async def test_blocking_client_falls_back_for_good_on_unimplemented(reverb_only_server) -> None:
+async def test_blocking_client_falls_back_for_good_on_unimplemented(
+    reverb_only_server, blocking_way: str
+) -> None:
     port, _ = reverb_only_server
     client = reverb.Client(f"127.0.0.1:{port}")
     loop = asyncio.get_running_loop()
@@ -309,9 +324,11 @@ async def test_the_stream_answers_each_request_in_order(server: Server) -> None:
         assert "Priority table nope was not found" in await call.details()
 
 
-def test_a_process_with_an_idle_stream_exits(server: Server) -> None:
+def test_a_process_with_an_idle_stream_exits(server: Server, blocking_way: str) -> None:
     code = (
         "import reverb_py\n"
+        "from reverb_py._client import mutations\n"
+        f"mutations._POLLED = {blocking_way == 'polled'}\n"
         f"c = reverb_py.Client('localhost:{server.port}')\n"
         "c.mutate_priorities('prio', deletes=[1])\n"
         "print('done')\n"
@@ -321,3 +338,88 @@ def test_a_process_with_an_idle_stream_exits(server: Server) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "done"
+
+
+# ---------------------------------------------------------------- the polled stream
+
+
+def _wait_until(condition) -> None:
+    """Waits for a condition of the server (on its own thread), 10 s at most."""
+    done = threading.Event()
+    for _ in range(1000):
+        if condition():
+            return
+        done.wait(0.01)
+    raise AssertionError("the server never got there")
+
+
+def test_a_collected_client_ends_its_streams(server: Server, blocking_way: str) -> None:
+    keys = fill(server, 2)
+    client = reverb.Client(f"localhost:{server.port}")
+    client.mutate_priorities("prio", updates={keys[0]: 2.0})
+    assert open_mutate_streams(server) == 1
+    del client
+    gc.collect()
+    _wait_until(lambda: open_mutate_streams(server) == 0)
+    assert priorities(server)[keys[0]] == 2.0
+
+
+def test_a_polled_stream_ended_by_the_server_is_released(server: Server) -> None:
+    from reverb_py import _impl
+
+    keys = fill(server, 1)
+    channel = grpc.insecure_channel(f"localhost:{server.port}")
+    try:
+        stream = mutations._PolledStream(channel, ())
+        good = _impl.mutations.encode_mutate_request("prio", {keys[0]: 4.0}, None)
+        assert stream.send(good) and stream.send(good)
+        assert stream.code is None and 1 <= stream._due <= 3  # the status at least
+        assert not stream.send(_impl.mutations.encode_mutate_request("nope", {1: 1.0}, None))
+        # Every operation was taken back: gRPC has released the call and its queue.
+        assert stream._due == 0
+        assert stream.code == grpc_core_code(grpc.StatusCode.NOT_FOUND)
+        assert not stream.unimplemented()
+        assert not stream.send(good)  # An ended stream sends nothing more.
+        stream.close()  # Nothing left to cancel.
+        assert priorities(server) == {keys[0]: 4.0}
+        assert open_mutate_streams(server) == 0
+        # Closing an open stream cancels it.
+        other = mutations._PolledStream(channel, ())
+        assert other.send(good)
+        other.close()
+        assert other._due == 0
+        _wait_until(lambda: open_mutate_streams(server) == 0)
+    finally:
+        channel.close()
+
+
+def grpc_core_code(code: grpc.StatusCode) -> int:
+    return int(code.value[0])
+
+
+class _Passthrough(grpc.StreamStreamClientInterceptor, grpc.UnaryUnaryClientInterceptor):
+    def intercept_stream_stream(self, continuation, details, requests):  # type: ignore[no-untyped-def]
+        return continuation(details, requests)
+
+    def intercept_unary_unary(self, continuation, details, request):  # type: ignore[no-untyped-def]
+        return continuation(details, request)
+
+
+def test_a_channel_grpc_did_not_make_is_driven_by_grpcs_threads(server: Server) -> None:
+    from reverb_py import _impl
+
+    keys = fill(server, 1)
+    plain = grpc.insecure_channel(f"localhost:{server.port}")
+    try:
+        wrapped = grpc.intercept_channel(plain, _Passthrough())
+        streams = mutations.BlockingMutateStreams(lambda: wrapped)
+        assert streams.polled
+        request = _impl.mutations.encode_mutate_request("prio", {keys[0]: 9.0}, None)
+        assert streams.send(request)
+        assert not streams.polled  # Learned once, for good.
+        [stream] = streams._idle
+        assert isinstance(stream, mutations._BlockingStream)
+        assert streams.send(request)
+        assert priorities(server) == {keys[0]: 9.0}
+    finally:
+        plain.close()

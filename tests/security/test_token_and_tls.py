@@ -13,6 +13,7 @@ import trustme
 
 import reverb_py
 from reverb_py import errors, rate_limiters, selectors, structured_writer
+from reverb_py._client import mutations
 from reverb_py._client.credentials import ClientCredentials
 from reverb_py._secrets import TOKEN_ENV, TOKEN_FILE_ENV
 from reverb_py.server import Server, ServerTLS, Table
@@ -108,6 +109,8 @@ def test_mutate_priorities_needs_the_token_on_either_road(server: Server) -> Non
     [item] = server.tables[0].items()
     good.mutate_priorities("t", updates={item.key: 2.0})
     assert good._mutate_streams._idle and good._mutate is None  # on the stream
+    # The stream the caller's thread drives carried the token.
+    assert isinstance(good._mutate_streams._idle[0], mutations._PolledStream)
     bad = reverb_py.Client(server.address, token=WRONG)
     with pytest.raises(errors.UnauthenticatedError):
         bad.mutate_priorities("t", updates={item.key: 3.0})
@@ -263,6 +266,9 @@ def test_tls_with_a_token(ca: trustme.CA, server_tls_files: dict[str, str]) -> N
         client.insert(np.zeros(2), {"t": 1.0})
         [sample] = client.sample("t", 1, emit_timesteps=False)
         client.mutate_priorities("t", updates={sample.info.key: 3.0})
+        assert client._mutate is None  # on the stream, over TLS
+        assert isinstance(client._mutate_streams._idle[0], mutations._PolledStream)
+        assert server.tables[0].get(sample.info.key).priority == 3.0
         assert client.server_info(timeout=TIMEOUT)["t"].current_size == 1
         # The CA as a file path, through localhost_client.
         local = server.localhost_client(root_certificates=server_tls_files["ca"])
