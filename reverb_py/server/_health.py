@@ -100,10 +100,12 @@ class Health:
             if status != last:
                 yield _response(status)
                 last = status
+                # The status may have changed (or the server begun stopping) while the
+                # response was sent: look again before ending or waiting.
+                continue
             if self._stopping:
                 return
-            changed = self._changed
-            await changed.wait()
+            await self._changed.wait()
 
     def _set_all(self, status: int) -> None:
         for service in self.SERVICES:
