@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc
 
 from reverb_py import _impl, aio, errors
+from reverb_py._client import polled_insert
 from reverb_py._client.channel import (
     MUTATE_PRIORITIES_PATH,
     channel_options,
@@ -72,12 +73,12 @@ class Client:
         )
         # The blocking channel of mutate_priorities (made on first use), and the same
         # with the token on every call.
-        self._mutate_plain_channel: grpc.Channel | None = None
+        self._blocking_channel: grpc.Channel | None = None
         self._mutate_channel: grpc.Channel | None = None
         self._mutate: Any = None  # the MutatePriorities call on _mutate_channel
         self._mutate_lock = threading.Lock()
         self._mutate_streams = BlockingMutateStreams(
-            self._mutate_plain_channel_or_new, self._client._credentials.metadata()
+            self._blocking_channel_or_new, self._client._credentials.metadata()
         )
         self._single_server: bool | None = None
 
@@ -174,22 +175,22 @@ class Client:
         # map the same way.
         channel = self._mutate_channel
         if channel is None:
-            plain = self._mutate_plain_channel_or_new()
+            plain = self._blocking_channel_or_new()
             with self._mutate_lock:
                 if self._mutate_channel is None:
                     self._mutate_channel = self._client._credentials.with_token(plain)
                 channel = self._mutate_channel
         return channel
 
-    def _mutate_plain_channel_or_new(self) -> grpc.Channel:
-        channel = self._mutate_plain_channel
+    def _blocking_channel_or_new(self) -> grpc.Channel:
+        channel = self._blocking_channel
         if channel is None:
             with self._mutate_lock:
-                if self._mutate_plain_channel is None:
-                    self._mutate_plain_channel = self._client._credentials.plain_channel(
+                if self._blocking_channel is None:
+                    self._blocking_channel = self._client._credentials.plain_channel(
                         self._server_address, channel_options()
                     )
-                channel = self._mutate_plain_channel
+                channel = self._blocking_channel
         return channel
 
     def _mutate_call(self) -> Any:
@@ -322,6 +323,7 @@ class Client:
             engine.AutoTunedChunkerOptions(num_keep_alive_refs),
             signatures,
             lambda internal, _transport: TrajectoryWriter(internal),
+            self._insert_transport_maker(),
         )
 
     def structured_writer(self, configs: Sequence[Any]) -> StructuredWriter:
@@ -339,6 +341,7 @@ class Client:
             self._loop_thread.loop,
             configs,
             StructuredWriter,
+            self._insert_transport_maker(),
         )
 
     def writer(
@@ -373,7 +376,23 @@ class Client:
                 max_in_flight_items=max_in_flight_items,
                 delta_encoded=delta_encoded,
             ),
+            self._insert_transport_maker(),
         )
+
+    def _insert_transport_maker(self) -> Callable[[], Any] | None:
+        """Makes a writer's transport: the stream the writer's threads drive themselves
+        (``PolledInsertTransport``) for a one-server target where this gRPC allows it;
+        None: the asyncio ``InsertTransport`` on the loop thread."""
+        if not polled_insert.available() or not polled_insert.ENABLED:
+            return None
+        if self._single_server is None:
+            self._single_server = num_shards(self._server_address) == 1
+        if not self._single_server:
+            # Several servers: writers' streams spread over them from the asyncio
+            # channel, whose connections the client's other calls keep up.
+            return None
+        metadata = self._client._credentials.metadata()
+        return lambda: polled_insert.PolledInsertTransport(self._blocking_channel_or_new, metadata)
 
     def _channel_on_loop(self) -> Any:
         return self._client.channel()

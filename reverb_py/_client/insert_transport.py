@@ -31,7 +31,7 @@ from reverb_py._client.credentials import (
 from reverb_py._proto import reverb_service_pb2
 from reverb_py._status import error_for_status, error_from_rpc
 
-__all__ = ["InsertTransport"]
+__all__ = ["InsertTransport", "next_request"]
 
 _logger = logging.getLogger("reverb_py")
 
@@ -46,6 +46,23 @@ _MAX_BROKEN_STREAMS = 3
 # Requests waiting in the outbox are written as one message up to this many bytes: their
 # chunks and items concatenated, followed by the last request's keep_chunk_keys.
 _MERGE_BYTES = 1 << 20
+
+
+def next_request(outbox: collections.deque[tuple[bytes, bytes]]) -> bytes:
+    """Takes the next request to write from a non-empty outbox of serialised requests
+    (body, keep_chunk_keys): the first, merged with those after it up to _MERGE_BYTES.
+    Only the last keep list goes: the server releases chunks after all the items."""
+    body, keep = outbox.popleft()
+    if not outbox or len(body) >= _MERGE_BYTES:
+        return body + keep
+    bodies = [body]
+    size = len(body)
+    while outbox and size + len(outbox[0][0]) <= _MERGE_BYTES:
+        body, keep = outbox.popleft()
+        bodies.append(body)
+        size += len(body)
+    bodies.append(keep)
+    return b"".join(bodies)
 
 
 class _StreamEnded(Exception):
@@ -143,22 +160,8 @@ class InsertTransport:
             self._outbox.append(batch.serialize_parts())
 
     def _next_request(self) -> bytes | None:
-        """The next request to write (outbox requests merged up to _MERGE_BYTES), or None."""
-        outbox = self._outbox
-        if not outbox:
-            return None
-        body, keep = outbox.popleft()
-        if not outbox or len(body) >= _MERGE_BYTES:
-            return body + keep
-        bodies = [body]
-        size = len(body)
-        while outbox and size + len(outbox[0][0]) <= _MERGE_BYTES:
-            body, keep = outbox.popleft()
-            bodies.append(body)
-            size += len(body)
-        # Only the last keep list: the server releases chunks after all the items.
-        bodies.append(keep)
-        return b"".join(bodies)
+        """The next request to write (outbox requests merged), or None."""
+        return next_request(self._outbox) if self._outbox else None
 
     def _wake(self) -> None:
         self._notify_scheduled = False

@@ -30,7 +30,7 @@ import grpc
 
 from reverb_py._client.channel import MUTATE_STREAM_PATH, identity
 
-__all__ = ["BlockingMutateStreams", "MutateStreams"]
+__all__ = ["BlockingMutateStreams", "MutateStreams", "polled_calls_work"]
 
 # Idle streams a client keeps open; more at once (calls from many threads) are closed
 # once their call is done.
@@ -244,8 +244,9 @@ class _PolledStream:
             pass
 
 
-def _polled_streams_work() -> bool:
-    """Whether this gRPC has the core calls :class:`_PolledStream` uses."""
+def polled_calls_work() -> bool:
+    """Whether this gRPC has the core calls :class:`_PolledStream` (and the polled
+    insert stream) use."""
     if _cygrpc is None:
         return False
     names = (
@@ -262,7 +263,7 @@ def _polled_streams_work() -> bool:
     return all(hasattr(_cygrpc, name) for name in names)
 
 
-_POLLED = _polled_streams_work()
+_POLLED = polled_calls_work()
 if _POLLED:
     _SEND_MESSAGE = _cygrpc.OperationType.send_message
     _RECEIVE_MESSAGE = _cygrpc.OperationType.receive_message

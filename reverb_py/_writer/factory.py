@@ -34,7 +34,8 @@ def new_writer(
     loop: asyncio.AbstractEventLoop,
     options: engine.ChunkerOptions,
     signatures: Mapping[str, Any] | None,
-    wrap: Callable[[engine.InternalTrajectoryWriter, InsertTransport], W],
+    wrap: Callable[[engine.InternalTrajectoryWriter, Any], W],
+    make_transport: Callable[[], Any] | None = None,
 ) -> W:
     """A writer on a new engine streaming over a new insert stream.
 
@@ -45,8 +46,12 @@ def new_writer(
       options: The engine's default chunker options.
       signatures: Flat table signatures to check items against; None: no checks.
       wrap: Makes the user's writer of the engine and its transport.
+      make_transport: Makes the transport instead (a blocking client's
+        ``PolledInsertTransport``); None: an ``InsertTransport`` on ``loop``.
     """
-    transport = InsertTransport(channel_getter, loop)
+    transport: Any = (
+        InsertTransport(channel_getter, loop) if make_transport is None else make_transport()
+    )
     internal = engine.InternalTrajectoryWriter(transport, options, signatures=signatures)
     transport.attach(internal)
     return wrap(internal, transport)
@@ -56,7 +61,8 @@ def new_structured_writer(
     channel_getter: Callable[[], grpc.aio.Channel],
     loop: asyncio.AbstractEventLoop,
     configs: Sequence[Any],
-    wrap: Callable[[_structured.InternalStructuredWriter, InsertTransport], W],
+    wrap: Callable[[_structured.InternalStructuredWriter, Any], W],
+    make_transport: Callable[[], Any] | None = None,
 ) -> W:
     """A structured writer of ``configs`` on a new engine and insert stream.
 
@@ -65,7 +71,7 @@ def new_structured_writer(
     against table signatures (as in Reverb, the server checks them).
 
     Args:
-      channel_getter, loop: as for :func:`new_writer`.
+      channel_getter, loop, make_transport: as for :func:`new_writer`.
       configs: ``StructuredWriterConfig`` messages (reverb_py's, dm-reverb's, or their
         serialised bytes).
       wrap: Makes the user's writer of the structured engine and the transport.
@@ -86,4 +92,5 @@ def new_structured_writer(
         lambda internal, transport: wrap(
             _structured.InternalStructuredWriter(internal, parsed), transport
         ),
+        make_transport,
     )

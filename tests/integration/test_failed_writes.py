@@ -13,7 +13,7 @@ import pytest
 
 import reverb_py as reverb
 from reverb_py import errors
-from reverb_py._client import insert_transport
+from reverb_py._client import insert_transport, polled_insert
 from reverb_py._client.credentials import BROKEN_STREAM, failed_write_status, write_or_raise
 from reverb_py._proto import reverb_service_pb2
 
@@ -159,6 +159,7 @@ def test_a_writer_whose_streams_keep_breaking_fails(server: reverb.Server, monke
         raise insert_transport._StreamEnded(grpc.StatusCode.UNAVAILABLE, BROKEN_STREAM)
 
     monkeypatch.setattr(insert_transport.InsertTransport, "_stream", broken)
+    monkeypatch.setattr(polled_insert, "ENABLED", False)  # The asyncio transport's rule.
     client = reverb.Client(f"localhost:{server.port}")
     writer = client.trajectory_writer(1)
     try:
