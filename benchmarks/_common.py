@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
 import os
@@ -9,6 +10,7 @@ import pathlib
 import platform
 import statistics
 import sys
+from collections.abc import Callable
 from typing import Any
 
 RESULTS_DIR = pathlib.Path(__file__).resolve().parent / "results"
@@ -201,3 +203,57 @@ def stop_worker(proc: Any, timeout: float = 30) -> None:
     if proc.stdin is not None:
         proc.stdin.close()
     proc.wait(timeout=timeout)
+
+
+def alternating_runs(module: str, ways: tuple[str, ...], repeats: int) -> dict[str, list[Any]]:
+    """A/B(/C) runs of ``python -m <module>``: one server worker (``--worker server``,
+    printing its port), and per repetition one client process (``--worker
+    client:<port>:<way>,<way>...``) that runs every way and prints one JSON object keyed
+    by way as its last line. The ways run in order, then in reverse order, repetition by
+    repetition. Returns each way's results, one per repetition."""
+    import subprocess
+
+    runs: dict[str, list[Any]] = {way: [] for way in ways}
+    server, port = start_worker(module, "server", dict(os.environ))
+    try:
+        for rep in range(repeats):
+            order = list(ways if rep % 2 == 0 else ways[::-1])
+            done = subprocess.run(
+                [sys.executable, "-m", module, "--worker", f"client:{port}:{','.join(order)}"],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=True,
+            )
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            for way in ways:
+                runs[way].append(result[way])
+    finally:
+        stop_worker(server)
+    return runs
+
+
+def alternating_main(
+    argv: list[str] | None,
+    doc: str,
+    name: str,
+    ways: tuple[str, ...],
+    server: Callable[[], None],
+    client: Callable[[int, list[str]], None],
+) -> tuple[argparse.Namespace, dict[str, list[Any]]] | None:
+    """The command line of an :func:`alternating_runs` benchmark ``benchmarks.<name>``
+    (``--repeats``, ``--out``; ``--worker`` for its own processes). Returns the
+    arguments and the runs, or None in a worker process (its work done)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", default=str(RESULTS_DIR / f"{name}.json"))
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker == "server":
+        server()
+        return None
+    if args.worker:
+        _, port, order = args.worker.split(":")
+        client(int(port), order.split(","))
+        return None
+    return args, alternating_runs(f"benchmarks.{name}", ways, args.repeats)

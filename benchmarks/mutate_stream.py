@@ -24,7 +24,6 @@ Measured:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
@@ -34,11 +33,9 @@ import time
 from typing import Any
 
 from benchmarks._common import (
-    RESULTS_DIR,
+    alternating_main,
     machine_info,
     median,
-    start_worker,
-    stop_worker,
     write_json,
 )
 
@@ -142,44 +139,10 @@ async def _aio(address: str, way: str, batches: list[dict[int, float]]) -> float
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", default=str(RESULTS_DIR / "mutate_stream.json"))
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.worker == "server":
-        _server()
+    ran = alternating_main(argv, __doc__ or "", "mutate_stream", WAYS, _server, _client)
+    if ran is None:
         return 0
-    if args.worker:
-        _, port, order = args.worker.split(":")
-        _client(int(port), order.split(","))
-        return 0
-    import os
-    import subprocess
-
-    runs: dict[str, list[dict[str, float]]] = {way: [] for way in WAYS}
-    server, port = start_worker("benchmarks.mutate_stream", "server", dict(os.environ))
-    try:
-        for rep in range(args.repeats):
-            order = list(WAYS if rep % 2 == 0 else WAYS[::-1])
-            done = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "benchmarks.mutate_stream",
-                    "--worker",
-                    f"client:{port}:{','.join(order)}",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=True,
-            )
-            result = json.loads(done.stdout.strip().splitlines()[-1])
-            for way in WAYS:
-                runs[way].append(result[way])
-    finally:
-        stop_worker(server)
+    args, runs = ran
     keys = BLOCKING_KEYS + AIO_KEYS
     summary = {
         way: {k: median([r[k] for r in runs[way]]) for k in keys if k in runs[way][0]}
