@@ -44,6 +44,11 @@ from reverb_py.trajectory_writer import AsyncTrajectoryWriter
 __all__ = ["Client", "channel_options"]
 
 
+# How long a client of several servers waits, before its first writer, for its channel to
+# reach every server (see Client._reach_every_server).
+_REACH_EVERY_SERVER_S = 1.0
+
+
 class Client:
     """An asyncio client of a reverb_py or Reverb server.
 
@@ -302,6 +307,37 @@ class Client:
             self._shards = num_shards(self._server_address)
         return self._shards
 
+    async def _reach_every_server(self, first: str | None) -> None:
+        """Before a client's first writer, with a target of several servers: asks
+        ``ServerInfo`` until every server has answered on this channel, for at most
+        ``_REACH_EVERY_SERVER_S``. Round robin only picks servers already connected, so
+        writers made at once would otherwise all stream to the first ones to connect.
+        Ends at once with a server that does not name itself (dm-reverb) and on an error;
+        a server that is down holds the first writer back by that bound."""
+        shards = self._num_shards()
+        if shards <= 1 or first is None:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _REACH_EVERY_SERVER_S
+        seen = {first}
+        pause = 0.001
+        while len(seen) < shards:
+            for _ in range(shards):
+                left = deadline - loop.time()
+                if left <= 0:
+                    return
+                try:
+                    source, _ = await self.server_info_with_source(left)
+                except errors.ReverbError:
+                    return
+                if source is None:
+                    return
+                seen.add(source)
+            if len(seen) < shards:
+                # The others are still connecting: calls now would reach the same ones.
+                await asyncio.sleep(min(pause, max(deadline - loop.time(), 0)))
+                pause = min(pause * 2, 0.05)
+
     async def _table_signature(self, table: str) -> Any:
         if self._signatures is None:
             await self.server_info()
@@ -369,7 +405,8 @@ class Client:
         from reverb_py._codec.signature import flatten_signature
 
         if self._signatures is None:
-            await self.server_info()
+            source, _ = await self.server_info_with_source()
+            await self._reach_every_server(source)
         assert self._signatures is not None
         return {
             name: (

@@ -90,9 +90,27 @@ def write_items(client: reverb_py.Client, count: int, *, start: int = 0) -> None
             writer.flush()
 
 
-# A new channel may start a writer or two before every server's connection is up; the
-# rest go round robin, one server after the other.
-SPREAD_TOLERANCE = 2
+# A client's first writer waits until its channel has reached every server; from then on
+# writers go round robin, one server after the other (gRPC's round robin may start over
+# at another server once, when it renews its picker).
+SPREAD_TOLERANCE = 1
+
+
+def test_writers_made_at_once_by_a_new_client_spread_over_every_server(servers) -> None:
+    client = reverb_py.Client(sharded_target(servers))
+    writers = [client.trajectory_writer(num_keep_alive_refs=1) for _ in range(2 * NUM_SERVERS)]
+    try:
+        for step, writer in enumerate(writers):
+            writer.append({"x": np.float32(step)})
+            writer.create_item(TABLE, 1.0, {"x": writer.history["x"][-1]})
+        for writer in writers:
+            writer.flush()
+    finally:
+        for writer in writers:
+            writer.close()
+    counts = sizes(servers)
+    assert sum(counts) == 2 * NUM_SERVERS
+    assert all(count > 0 for count in counts), counts
 
 
 def test_short_lived_writers_spread_over_every_server(servers) -> None:
