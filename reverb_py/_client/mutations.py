@@ -30,7 +30,7 @@ import grpc
 
 from reverb_py._client.channel import MUTATE_STREAM_PATH, identity
 
-__all__ = ["BlockingMutateStreams", "MutateStreams", "polled_calls_work"]
+__all__ = ["BlockingMutateStreams", "MutateStreams", "open_polled_call", "polled_calls_work"]
 
 # Idle streams a client keeps open; more at once (calls from many threads) are closed
 # once their call is done.
@@ -152,21 +152,7 @@ class _PolledStream:
         self._due = 0
         # The status code once the stream has ended (gRPC core's number).
         self.code: int | None = None
-        self._call = channel._channel.segregated_call(  # type: ignore[attr-defined]
-            _cygrpc.PropagationConstants.GRPC_PROPAGATE_DEFAULTS,
-            _MUTATE_STREAM_METHOD,
-            None,
-            None,
-            metadata,
-            None,
-            (
-                ((_cygrpc.SendInitialMetadataOperation(metadata, flags),), None),
-                ((_cygrpc.ReceiveStatusOnClientOperation(_NO_FLAGS),), None),
-                ((_cygrpc.ReceiveInitialMetadataOperation(_NO_FLAGS),), None),
-            ),
-            None,
-            None,
-        )
+        self._call = open_polled_call(channel, _MUTATE_STREAM_METHOD, metadata, flags)
         self._due = 3
 
     def send(self, request: bytes) -> bool:
@@ -261,6 +247,36 @@ def polled_calls_work() -> bool:
         "StatusCode",
     )
     return all(hasattr(_cygrpc, name) for name in names)
+
+
+def open_polled_call(
+    channel: grpc.Channel,
+    method: bytes,
+    metadata: tuple[tuple[str, str], ...],
+    flags: int = 0,
+    receive_first: bool = False,
+) -> Any:
+    """A stream call on ``channel`` whose events its caller takes (``next_event``), with
+    its metadata sent and its status and initial metadata asked for (3 operations due;
+    4 with ``receive_first``, a first message asked for too)."""
+    operations = [
+        ((_cygrpc.SendInitialMetadataOperation(metadata, flags),), None),
+        ((_cygrpc.ReceiveStatusOnClientOperation(_NO_FLAGS),), None),
+        ((_cygrpc.ReceiveInitialMetadataOperation(_NO_FLAGS),), None),
+    ]
+    if receive_first:
+        operations.append(((_cygrpc.ReceiveMessageOperation(_NO_FLAGS),), None))
+    return channel._channel.segregated_call(  # type: ignore[attr-defined]
+        _cygrpc.PropagationConstants.GRPC_PROPAGATE_DEFAULTS,
+        method,
+        None,
+        None,
+        metadata,
+        None,
+        tuple(operations),
+        None,
+        None,
+    )
 
 
 _POLLED = polled_calls_work()

@@ -41,7 +41,7 @@ import grpc
 from reverb_py import errors
 from reverb_py._client.channel import INSERT_STREAM_PATH
 from reverb_py._client.insert_transport import next_request
-from reverb_py._client.mutations import _cygrpc, polled_calls_work
+from reverb_py._client.mutations import _cygrpc, open_polled_call, polled_calls_work
 from reverb_py._proto import reverb_service_pb2
 from reverb_py._status import error_for_status
 
@@ -58,6 +58,16 @@ _NO_FLAGS = 0
 # gRPC core's status numbers -> grpc.StatusCode.
 _STATUS_CODES = {code.value[0]: code for code in grpc.StatusCode}
 _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+# The operation types of the events taken (where the calls are to be had).
+_KINDS = (
+    (
+        _cygrpc.OperationType.send_message,
+        _cygrpc.OperationType.receive_message,
+        _cygrpc.OperationType.receive_status_on_client,
+    )
+    if polled_calls_work()
+    else (None, None, None)
+)
 
 
 ENABLED = True
@@ -82,22 +92,7 @@ class _Stream:
         # (code, details) once the status has been received.
         self.ended: tuple[grpc.StatusCode, str] | None = None
         self.opened = time.monotonic()
-        self.call = channel._channel.segregated_call(  # type: ignore[attr-defined]
-            _cygrpc.PropagationConstants.GRPC_PROPAGATE_DEFAULTS,
-            _METHOD,
-            None,
-            None,
-            metadata,
-            None,
-            (
-                ((_cygrpc.SendInitialMetadataOperation(metadata, _NO_FLAGS),), None),
-                ((_cygrpc.ReceiveStatusOnClientOperation(_NO_FLAGS),), None),
-                ((_cygrpc.ReceiveInitialMetadataOperation(_NO_FLAGS),), None),
-                ((_cygrpc.ReceiveMessageOperation(_NO_FLAGS),), None),
-            ),
-            None,
-            None,
-        )
+        self.call = open_polled_call(channel, _METHOD, metadata, receive_first=True)
         self.due = 4
 
     def start(self, operation: Any) -> bool:
@@ -286,9 +281,7 @@ class PolledInsertTransport:
             stream.ended = (grpc.StatusCode.CANCELLED, "interrupted")
             raise
         stream.due -= 1
-        kind_send = _cygrpc.OperationType.send_message
-        kind_receive = _cygrpc.OperationType.receive_message
-        kind_status = _cygrpc.OperationType.receive_status_on_client
+        kind_send, kind_receive, kind_status = _KINDS
         for operation in event.batch_operations:
             kind = operation.type()
             if kind == kind_send:
