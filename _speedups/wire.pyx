@@ -16,8 +16,10 @@ from libc.string cimport memcpy
 from _varint cimport put_varint, varint_size
 
 __all__ = [
+    "encode_chunk_data",
     "encode_column",
     "encode_item",
+    "encode_tensor",
     "encode_varint",
     "encode_varints",
     "length_delimited",
@@ -191,4 +193,143 @@ def encode_column(slices, squeeze):
     if flag:
         pos[0] = 0x10
         pos[1] = 0x01
+    return out
+
+
+cdef inline Py_ssize_t _field_size(uint64_t value) noexcept nogil:
+    """A varint field's size with its one-byte tag; 0 for a value left out (0)."""
+    return 1 + varint_size(value) if value else 0
+
+
+cdef inline Py_ssize_t _delimited_size(Py_ssize_t size) noexcept nogil:
+    """A length-delimited field's size with its one-byte tag."""
+    return 1 + varint_size(<uint64_t>size) + size
+
+
+cdef inline unsigned char* _put_field(unsigned char* pos, unsigned char tag,
+                                      uint64_t value) noexcept nogil:
+    """Writes a varint field unless its value is 0; returns the new position."""
+    if value:
+        pos[0] = tag
+        pos += 1 + put_varint(pos + 1, value)
+    return pos
+
+
+cdef inline unsigned char* _put_header(unsigned char* pos, unsigned char tag,
+                                       Py_ssize_t size) noexcept nogil:
+    """Writes a length-delimited field's tag and length; returns the new position."""
+    pos[0] = tag
+    return pos + 1 + put_varint(pos + 1, <uint64_t>size)
+
+
+def encode_tensor(dtype, shape, content):
+    """A serialised ``TensorProto`` with dtype (1), tensor_shape (2) and tensor_content
+    (4): the dtype left out when 0, the shape when it has no dims, the content when empty.
+
+    Args:
+      dtype: the ``DataType`` number.
+      shape: the dims (each ``TensorShapeProto.Dim`` with its size only).
+      content: the ``tensor_content``, any bytes-like object.
+
+    Raises:
+      OverflowError, TypeError: a number as :func:`encode_varint` refuses it.
+    """
+    cdef uint64_t enum = _as_u64(dtype)
+    cdef tuple dims = tuple(shape)
+    cdef Py_ssize_t rank = len(dims)
+    cdef Py_ssize_t index
+    cdef uint64_t size
+    cdef Py_ssize_t shape_size = 0
+    for index in range(rank):
+        shape_size += _delimited_size(_field_size(_as_u64(dims[index])))
+    cdef Py_buffer view
+    cdef Py_ssize_t total
+    cdef bytes out
+    cdef unsigned char* pos
+    PyObject_GetBuffer(content, &view, PyBUF_SIMPLE)
+    try:
+        total = _field_size(enum)
+        if rank:
+            total += _delimited_size(shape_size)
+        if view.len:
+            total += _delimited_size(view.len)
+        out = PyBytes_FromStringAndSize(NULL, total)
+        pos = <unsigned char*>PyBytes_AS_STRING(out)
+        pos = _put_field(pos, 0x08, enum)
+        if rank:
+            pos = _put_header(pos, 0x12, shape_size)
+            for index in range(rank):
+                size = _as_u64(dims[index])
+                pos = _put_header(pos, 0x12, _field_size(size))
+                pos = _put_field(pos, 0x08, size)
+        if view.len:
+            pos = _put_header(pos, 0x22, view.len)
+            memcpy(pos, view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return out
+
+
+def encode_chunk_data(chunk_key, episode_id, start, end, sparse, delta_encoded,
+                      tensors, uncompressed):
+    """A serialised ``ChunkData``: chunk_key (1), sequence_range (2, always written),
+    delta_encoded (4), the tensors in data (5) and their number (6), and
+    data_uncompressed_size (7); other fields at their default value are left out.
+
+    Args:
+      chunk_key: the chunk's key.
+      episode_id, start, end, sparse: the ``SequenceRange``.
+      delta_encoded: the flag.
+      tensors: the serialised ``TensorProto`` of every column.
+      uncompressed: ``data_uncompressed_size``.
+
+    Raises:
+      OverflowError, TypeError: a number as :func:`encode_varint` refuses it.
+    """
+    cdef uint64_t key = _as_u64(chunk_key)
+    cdef uint64_t episode = _as_u64(episode_id)
+    cdef uint64_t first = _as_u64(start)
+    cdef uint64_t last = _as_u64(end)
+    cdef bint is_sparse = bool(sparse)
+    cdef bint is_delta = bool(delta_encoded)
+    cdef list payloads = list(tensors)
+    cdef Py_ssize_t count = len(payloads)
+    cdef uint64_t raw_size = _as_u64(uncompressed)
+    cdef bytes tensor
+    for tensor in payloads:  # a TypeError for anything but bytes, before any work
+        if tensor is None:
+            raise TypeError("a tensor must be bytes, got None")
+    cdef Py_ssize_t range_size = (
+        _field_size(episode) + _field_size(first) + _field_size(last) + 2 * is_sparse
+    )
+    cdef Py_ssize_t body = 0
+    for tensor in payloads:
+        body += _delimited_size(PyBytes_GET_SIZE(tensor))
+    cdef Py_ssize_t total = _field_size(key) + _delimited_size(range_size) + 2 * is_delta
+    if count:
+        total += _delimited_size(body) + _field_size(<uint64_t>count)
+    total += _field_size(raw_size)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
+    cdef unsigned char* pos = <unsigned char*>PyBytes_AS_STRING(out)
+    pos = _put_field(pos, 0x08, key)
+    pos = _put_header(pos, 0x12, range_size)
+    pos = _put_field(pos, 0x08, episode)
+    pos = _put_field(pos, 0x10, first)
+    pos = _put_field(pos, 0x18, last)
+    if is_sparse:
+        pos[0] = 0x20
+        pos[1] = 0x01
+        pos += 2
+    if is_delta:
+        pos[0] = 0x20
+        pos[1] = 0x01
+        pos += 2
+    if count:
+        pos = _put_header(pos, 0x2A, body)
+        for tensor in payloads:
+            pos = _put_header(pos, 0x0A, PyBytes_GET_SIZE(tensor))
+            memcpy(pos, PyBytes_AS_STRING(tensor), PyBytes_GET_SIZE(tensor))
+            pos += PyBytes_GET_SIZE(tensor)
+        pos = _put_field(pos, 0x30, <uint64_t>count)
+    pos = _put_field(pos, 0x38, raw_size)
     return out

@@ -5,7 +5,7 @@ The rest of the package imports from here, never from ``_pure`` or ``_speedups``
 * the structures ``SumTree``, ``IndexedHeap``, ``OrderedKeys``, ``IndexedSet`` and
   ``RateLimiterState``;
 * the ``wire`` module: the writer's protobuf encoders (varints, items, trajectory
-  columns);
+  columns, tensors and chunks);
 * the ``checkpoint_records`` module: checkpoint record framing and stored items (also
   the stored items of the server's sample replies);
 * the ``mutations`` module: ``MutatePriorities``' wire format and ``Table.mutate``'s

@@ -28,6 +28,7 @@ __all__ = [
     "checked_columns",
     "decode_chunk",
     "encode_chunk",
+    "encode_column_chunk",
     "unpack_columns",
     "unpack_trajectory",
 ]
@@ -107,34 +108,41 @@ def encode_chunk(
       InvalidArgumentError: as :func:`checked_columns`, or an unsupported dtype.
     """
     arrays = checked_columns(start, end, columns, delta_encoded=delta_encoded, sparse=sparse)
-    wire = _impl.wire
-    encode_varint = wire.encode_varint
-    length_delimited = wire.length_delimited
-    tensors = []
+    tensors: list[bytes] = []
+    append = tensors.append
     uncompressed = 0
     for array in arrays:
         tensor, size = _tensor.encode_tensor_bytes(array)
         uncompressed += size
-        tensors.append(length_delimited(b"\x0a", tensor))
-    sequence_range = b"".join(
-        [
-            b"\x08" + encode_varint(episode_id) if episode_id else b"",
-            b"\x10" + encode_varint(start) if start else b"",
-            b"\x18" + encode_varint(end) if end else b"",
-            b"\x20\x01" if sparse else b"",
-        ]
+        append(tensor)
+    return _impl.wire.encode_chunk_data(
+        chunk_key, episode_id, start, end, sparse, delta_encoded, tensors, uncompressed
     )
-    parts = [
-        b"\x08" + encode_varint(chunk_key) if chunk_key else b"",
-        length_delimited(b"\x12", sequence_range),
-        b"\x20\x01" if delta_encoded else b"",
-    ]
-    if tensors:
-        parts.append(length_delimited(b"\x2a", b"".join(tensors)))
-        parts.append(b"\x30" + encode_varint(len(tensors)))
-    if uncompressed:
-        parts.append(b"\x38" + encode_varint(uncompressed))
-    return b"".join(parts)
+
+
+def encode_column_chunk(
+    chunk_key: int,
+    episode_id: int,
+    start: int,
+    end: int,
+    column: Array,
+    *,
+    delta_encoded: bool = False,
+    sparse: bool = False,
+) -> bytes:
+    """:func:`encode_chunk` of one column its caller has already checked: an array with
+    a leading time axis of ``end - start + 1`` steps (of at least one step when
+    ``sparse``). The writer's engine, which batches its columns itself, calls this.
+
+    Raises:
+      InvalidArgumentError: an unsupported dtype.
+    """
+    tensor, uncompressed = _tensor.encode_tensor_bytes(
+        _tensor.delta_encode(column) if delta_encoded else column
+    )
+    return _impl.wire.encode_chunk_data(
+        chunk_key, episode_id, start, end, sparse, delta_encoded, [tensor], uncompressed
+    )
 
 
 def decode_chunk(chunk: schema_pb2.ChunkData) -> list[Array]:

@@ -24,6 +24,7 @@ order, writable and owning their memory.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Final
 
 import cramjam
@@ -59,6 +60,8 @@ _STRING_ENUM: Final = int(types_pb2.DT_STRING)
 _MAX_VARINT32_BYTES: Final = 5
 _MAX_BYTES: Final = np.iinfo(np.int64).max
 _SNAPPY = cramjam.snappy
+# Any C-contiguous buffer of at least one dimension, numpy arrays included.
+_COMPRESS_RAW: Final[Callable[[Any], Any]] = _SNAPPY.compress_raw
 _UNDEFINED_VALUE_SHAPE: Final = ": a tensor value must have a fully defined shape."
 # Element counts from which numpy beats a Python loop for the varint headers.
 _VECTORIZE_DECODE_FROM: Final = 128
@@ -317,38 +320,16 @@ def encode_tensor_bytes(array: Array) -> tuple[bytes, int]:
         other than strings.
     """
     enum, storage = _encode_dtype(array.dtype)
+    content: Any  # bytes, or cramjam's buffer of the compressed bytes
     if storage is None:
         content, data_bytes, count = _encode_string_list(array)
         uncompressed = data_bytes + STRING_ELEMENT_OVERHEAD * count
     else:
         little = np.asarray(array, dtype=storage, order="C")
-        # A flat view: cramjam rejects 0-d buffers.
-        content = bytes(_SNAPPY.compress_raw(little.reshape(-1).data))
+        # The array itself (C-contiguous) is read fastest; cramjam rejects 0-d buffers.
+        content = _COMPRESS_RAW(little if little.ndim else little.reshape(-1))
         uncompressed = int(little.nbytes)
-    wire = _impl.wire
-    encode_varint = wire.encode_varint
-    length_delimited = wire.length_delimited
-    dims = b"".join(
-        [
-            b"\x12"
-            + (
-                b"\x02\x08" + encode_varint(size)
-                if 0 < size < 128
-                else length_delimited(b"", b"\x08" + encode_varint(size))
-                if size
-                else b"\x00"
-            )
-            for size in array.shape
-        ]
-    )
-    parts = []
-    if enum:
-        parts.append(b"\x08" + encode_varint(enum))
-    if array.shape:
-        parts.append(length_delimited(b"\x12", dims))
-    if content:
-        parts.append(length_delimited(b"\x22", content))
-    return b"".join(parts), uncompressed
+    return _impl.wire.encode_tensor(enum, array.shape, content), uncompressed
 
 
 def _proto_shape(

@@ -15,8 +15,10 @@ from typing import Any, Final
 from reverb_py._pure._common import KEY_MAX
 
 __all__ = [
+    "encode_chunk_data",
     "encode_column",
     "encode_item",
+    "encode_tensor",
     "encode_varint",
     "encode_varints",
     "length_delimited",
@@ -123,3 +125,73 @@ def encode_column(slices: Sequence[Sequence[Any]], squeeze: bool) -> bytes:
     if squeeze:
         parts.append(b"\x10\x01")
     return length_delimited(b"\x0a", b"".join(parts))
+
+
+def encode_tensor(dtype: int, shape: Sequence[int], content: Any) -> bytes:
+    """A serialised ``TensorProto`` with dtype (1), tensor_shape (2) and tensor_content
+    (4): the dtype left out when 0, the shape when it has no dims, the content when empty.
+
+    Args:
+      dtype: the ``DataType`` number.
+      shape: the dims (each ``TensorShapeProto.Dim`` with its size only).
+      content: the ``tensor_content``, any bytes-like object.
+
+    Raises:
+      OverflowError, TypeError: a number as :func:`encode_varint` refuses it.
+    """
+    parts = [b"\x08" + encode_varint(dtype)] if dtype else []
+    if shape:
+        dims = [
+            b"\x12" + length_delimited(b"", b"\x08" + encode_varint(size)) if size else b"\x12\x00"
+            for size in shape
+        ]
+        parts.append(length_delimited(b"\x12", b"".join(dims)))
+    if len(content):
+        parts.append(length_delimited(b"\x22", content))
+    return b"".join(parts)
+
+
+def encode_chunk_data(
+    chunk_key: int,
+    episode_id: int,
+    start: int,
+    end: int,
+    sparse: bool,
+    delta_encoded: bool,
+    tensors: Sequence[bytes],
+    uncompressed: int,
+) -> bytes:
+    """A serialised ``ChunkData``: chunk_key (1), sequence_range (2, always written),
+    delta_encoded (4), the tensors in data (5) and their number (6), and
+    data_uncompressed_size (7); other fields at their default value are left out.
+
+    Args:
+      chunk_key: the chunk's key.
+      episode_id, start, end, sparse: the ``SequenceRange``.
+      delta_encoded: the flag.
+      tensors: the serialised ``TensorProto`` of every column.
+      uncompressed: ``data_uncompressed_size``.
+
+    Raises:
+      OverflowError, TypeError: a number as :func:`encode_varint` refuses it.
+    """
+    sequence_range = b"".join(
+        [
+            b"\x08" + encode_varint(episode_id) if episode_id else b"",
+            b"\x10" + encode_varint(start) if start else b"",
+            b"\x18" + encode_varint(end) if end else b"",
+            b"\x20\x01" if sparse else b"",
+        ]
+    )
+    parts = [
+        b"\x08" + encode_varint(chunk_key) if chunk_key else b"",
+        length_delimited(b"\x12", sequence_range),
+        b"\x20\x01" if delta_encoded else b"",
+    ]
+    if tensors:
+        body = b"".join([length_delimited(b"\x0a", tensor) for tensor in tensors])
+        parts.append(length_delimited(b"\x2a", body))
+        parts.append(b"\x30" + encode_varint(len(tensors)))
+    if uncompressed:
+        parts.append(b"\x38" + encode_varint(uncompressed))
+    return b"".join(parts)

@@ -890,12 +890,12 @@ class InternalTrajectoryWriter:
             if dtype.kind == "O"
             else np.array(values, dtype=dtype)
         )
-        data = _chunk.encode_chunk(
+        data = _chunk.encode_column_chunk(
             key,
             buffer[0]._episode_id,
             first,
             last,
-            [batched],
+            batched,
             delta_encoded=self._delta_encoded,
             sparse=last - first + 1 != len(buffer),
         )

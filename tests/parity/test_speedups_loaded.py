@@ -140,6 +140,8 @@ def test_codec_uses_the_selected_wire_module(monkeypatch: pytest.MonkeyPatch) ->
             "length_delimited",
             "encode_item",
             "encode_column",
+            "encode_tensor",
+            "encode_chunk_data",
         ):
             assert not hasattr(module, name), (module.__name__, name)
     calls: list[str] = []
@@ -154,7 +156,10 @@ def test_codec_uses_the_selected_wire_module(monkeypatch: pytest.MonkeyPatch) ->
     expected = chunk.encode_chunk(3, 1, 0, 1, columns)
     monkeypatch.setattr(_impl, "wire", CountingWire())
     assert chunk.encode_chunk(3, 1, 0, 1, columns) == expected
-    assert {"encode_varint", "length_delimited"} <= set(calls)
+    assert chunk.encode_column_chunk(3, 1, 0, 1, columns[0]) == chunk.encode_chunk(
+        3, 1, 0, 1, columns[:1]
+    )
+    assert {"encode_tensor", "encode_chunk_data"} <= set(calls)
 
 
 def test_a_missing_compiled_module_selects_every_pure_twin() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reverb_py._proto import schema_pb2
+from reverb_py._proto import schema_pb2, tensor_pb2, tensor_shape_pb2
 from reverb_py._pure import wire as pure
 from tests.helpers import compiled_module
 
@@ -73,8 +73,10 @@ def protobuf_varint(value: int) -> bytes:
 
 def test_api_is_the_same() -> None:
     compiled_names = {
+        "encode_chunk_data",
         "encode_column",
         "encode_item",
+        "encode_tensor",
         "encode_varint",
         "encode_varints",
         "length_delimited",
@@ -210,6 +212,83 @@ def test_encode_column_refuses(wire: Any) -> None:
         wire.encode_column([(b"\x08\x01", 0, 2**64)], False)
     with pytest.raises(ValueError):
         wire.encode_column([(b"\x08\x01", 0)], False)
+
+
+def random_tensor(rng: random.Random) -> tuple[tuple[int, tuple[int, ...], bytes], bytes]:
+    """Arguments of ``encode_tensor`` and the bytes protobuf writes for them."""
+    dtype = rng.choice([0, 1, 7, 19, 300])
+    shape = tuple(
+        rng.choice([0, 1, 8, 127, 128, 84, rng.getrandbits(40)]) for _ in range(rng.randint(0, 4))
+    )
+    content = rng.randbytes(rng.choice([0, 1, 127, 128, rng.randint(0, 20000)]))
+    proto = tensor_pb2.TensorProto(dtype=dtype, tensor_content=content)  # type: ignore[arg-type]
+    if shape:
+        proto.tensor_shape.CopyFrom(
+            tensor_shape_pb2.TensorShapeProto(
+                dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=size) for size in shape]
+            )
+        )
+    return (dtype, shape, content), proto.SerializeToString()
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_encode_tensor_matches_protobuf(wire: Any, seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(300):
+        (dtype, shape, content), expected = random_tensor(rng)
+        assert wire.encode_tensor(dtype, shape, content) == expected
+        # Any bytes-like content and any sequence of dims.
+        assert wire.encode_tensor(dtype, list(shape), memoryview(content)) == expected
+    assert wire.encode_tensor(0, (), b"") == b""
+
+
+def test_encode_tensor_refuses(wire: Any) -> None:
+    with pytest.raises(TypeError):
+        wire.encode_tensor(1, (2.5,), b"x")
+    with pytest.raises(OverflowError):
+        wire.encode_tensor(2**64, (1,), b"x")
+    with pytest.raises(TypeError):
+        wire.encode_tensor(1, (1,), "not bytes")
+
+
+@pytest.mark.parametrize("seed", [13, 14])
+def test_encode_chunk_data_matches_protobuf(wire: Any, seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(300):
+        tensors = [random_tensor(rng)[1] for _ in range(rng.choice([0, 1, 1, 3]))]
+        key = rng.choice([0, 1, rng.getrandbits(64), 2**64 - 1])
+        episode = rng.choice([0, 5, rng.getrandbits(64)])
+        start = rng.choice([0, 1, rng.getrandbits(30)])
+        end = start + rng.choice([0, 1, 300])
+        sparse = rng.random() < 0.3
+        delta = rng.random() < 0.3
+        uncompressed = rng.choice([0, 44, rng.getrandbits(40)])
+        message = schema_pb2.ChunkData(
+            chunk_key=key,
+            sequence_range=schema_pb2.SequenceRange(
+                episode_id=episode, start=start, end=end, sparse=sparse
+            ),
+            delta_encoded=delta,
+            data_tensors_len=len(tensors),
+            data_uncompressed_size=uncompressed,
+        )
+        if tensors:  # no tensors: no data field
+            message.data.tensors.extend(
+                [tensor_pb2.TensorProto.FromString(tensor) for tensor in tensors]
+            )
+        expected = message.SerializeToString()
+        got = wire.encode_chunk_data(key, episode, start, end, sparse, delta, tensors, uncompressed)
+        assert got == expected
+        assert schema_pb2.ChunkData.FromString(got).SerializeToString() == expected
+
+
+def test_encode_chunk_data_refuses(wire: Any) -> None:
+    with pytest.raises(TypeError):
+        wire.encode_chunk_data(1, 0, 0, 0, False, False, [None], 0)
+    with pytest.raises(TypeError):
+        wire.encode_chunk_data(1.5, 0, 0, 0, False, False, [], 0)
+    with pytest.raises(OverflowError):
+        wire.encode_chunk_data(1, 0, 0, 0, False, False, [b"x"], -(2**63) - 1)
 
 
 @pytest.mark.parametrize("seed", [5, 6])

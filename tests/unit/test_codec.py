@@ -763,6 +763,45 @@ def test_build_chunk_sparse_and_errors() -> None:
         oracles.build_chunk(1, 2, 0, 0, [np.array(["2020"], dtype="datetime64[D]")])
 
 
+@pytest.mark.parametrize("delta_encoded", [False, True])
+@pytest.mark.parametrize(
+    "column",
+    [
+        np.arange(8, dtype=np.float32).reshape(1, 8),
+        np.cumsum(np.arange(40, dtype=np.int64).reshape(5, 8), axis=0),
+        np.arange(30, dtype=">i4").reshape(5, 6)[:, ::2],  # big-endian, not contiguous
+        np.zeros((3, 0, 2), np.uint8),
+        np.array([True, False, True]),
+        np.array([b"a", b"bc", "é"], dtype=object),
+        np.array(["x", "yz"]),
+    ],
+    ids=["float", "int-rank2", "big-endian-strided", "empty-dim", "bool", "object", "unicode"],
+)
+def test_encode_column_chunk_is_encode_chunk_of_one_column(
+    column: np.ndarray, delta_encoded: bool
+) -> None:
+    steps = column.shape[0]
+    for start, end, sparse in ((4, 3 + steps, False), (4, 100, True)):
+        expected = oracles.build_chunk(
+            77, 9, start, end, [column], delta_encoded=delta_encoded, sparse=sparse
+        ).SerializeToString()
+        got = _chunk.encode_column_chunk(
+            77, 9, start, end, column, delta_encoded=delta_encoded, sparse=sparse
+        )
+        assert got == expected
+        assert got == _chunk.encode_chunk(
+            77, 9, start, end, [column], delta_encoded=delta_encoded, sparse=sparse
+        )
+        decoded = _chunk.decode_chunk(schema_pb2.ChunkData.FromString(got))
+        if column.dtype.kind not in "OU":  # strings come back as bytes
+            np.testing.assert_array_equal(decoded[0], column)
+
+
+def test_encode_column_chunk_refuses_an_unsupported_dtype() -> None:
+    with pytest.raises(InvalidArgumentError):
+        _chunk.encode_column_chunk(1, 2, 0, 0, np.array(["2020"], dtype="datetime64[D]"))
+
+
 def test_decode_chunk_reads_deprecated_data() -> None:
     column = np.arange(6, dtype=np.int32).reshape(3, 2)
     legacy = schema_pb2.ChunkData(chunk_key=3, deprecated_data=[oracles.encode_tensor(column)])
