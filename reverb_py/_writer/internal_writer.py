@@ -577,7 +577,7 @@ def _to_array(value: object) -> npt.NDArray[Any]:
         dtype = value.dtype
         if _NORMAL_DTYPES.get(dtype) is dtype:
             array: npt.NDArray[Any] = value.copy()
-            array.flags.writeable = False
+            array.setflags(write=False)  # cheaper than the flags attribute
             return array
     try:
         array = np.array(value)
@@ -588,7 +588,7 @@ def _to_array(value: object) -> npt.NDArray[Any]:
     if normal_dtype is not None:
         if normal_dtype is not dtype and normal_dtype != dtype:
             array = array.astype(normal_dtype)
-        array.flags.writeable = False
+        array.setflags(write=False)
         return array
     kind = dtype.kind
     if kind in "OSUT":
@@ -611,7 +611,7 @@ def _to_array(value: object) -> npt.NDArray[Any]:
         _NORMAL_DTYPES[dtype] = dtype if normal == dtype else normal
         if normal != array.dtype:
             array = array.astype(normal)
-    array.flags.writeable = False
+    array.setflags(write=False)
     return array
 
 
