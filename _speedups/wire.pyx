@@ -12,6 +12,7 @@ from cpython.long cimport PyLong_AsLongLong, PyLong_AsUnsignedLongLong
 from cpython.number cimport PyNumber_Index
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy
+from libcpp.vector cimport vector
 
 from _varint cimport put_varint, varint_size
 
@@ -235,13 +236,16 @@ def encode_tensor(dtype, shape, content):
       OverflowError, TypeError: a number as :func:`encode_varint` refuses it.
     """
     cdef uint64_t enum = _as_u64(dtype)
-    cdef tuple dims = tuple(shape)
-    cdef Py_ssize_t rank = len(dims)
+    # Each dim converted once: the sizes computed are the sizes written.
+    cdef vector[uint64_t] dims
+    for dim in shape:
+        dims.push_back(_as_u64(dim))
+    cdef Py_ssize_t rank = dims.size()
     cdef Py_ssize_t index
     cdef uint64_t size
     cdef Py_ssize_t shape_size = 0
     for index in range(rank):
-        shape_size += _delimited_size(_field_size(_as_u64(dims[index])))
+        shape_size += _delimited_size(_field_size(dims[index]))
     cdef Py_buffer view
     cdef Py_ssize_t total
     cdef bytes out
@@ -259,7 +263,7 @@ def encode_tensor(dtype, shape, content):
         if rank:
             pos = _put_header(pos, 0x12, shape_size)
             for index in range(rank):
-                size = _as_u64(dims[index])
+                size = dims[index]
                 pos = _put_header(pos, 0x12, _field_size(size))
                 pos = _put_field(pos, 0x08, size)
         if view.len:

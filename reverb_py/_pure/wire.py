@@ -139,11 +139,15 @@ def encode_tensor(dtype: int, shape: Sequence[int], content: Any) -> bytes:
     Raises:
       OverflowError, TypeError: a number as :func:`encode_varint` refuses it.
     """
+    if not isinstance(content, bytes):  # lengths in bytes, whatever the item format
+        view = memoryview(content)
+        content = view.cast("B") if view.nbytes else b""
     parts = [b"\x08" + encode_varint(dtype)] if dtype else []
-    if shape:
+    sizes = [operator.index(size) for size in shape]  # each dim read once
+    if sizes:
         dims = [
             b"\x12" + length_delimited(b"", b"\x08" + encode_varint(size)) if size else b"\x12\x00"
-            for size in shape
+            for size in sizes
         ]
         parts.append(length_delimited(b"\x12", b"".join(dims)))
     if len(content):

@@ -7,6 +7,7 @@ import math
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
 from reverb_py._proto import schema_pb2, tensor_pb2, tensor_shape_pb2
@@ -240,6 +241,27 @@ def test_encode_tensor_matches_protobuf(wire: Any, seed: int) -> None:
         # Any bytes-like content and any sequence of dims.
         assert wire.encode_tensor(dtype, list(shape), memoryview(content)) == expected
     assert wire.encode_tensor(0, (), b"") == b""
+
+
+def test_encode_tensor_reads_each_dim_once_and_counts_content_in_bytes(wire: Any) -> None:
+    class Changing:
+        """A dim whose value changes every time it is read."""
+
+        reads = 0
+
+        def __index__(self) -> int:
+            Changing.reads += 1
+            return 1 if Changing.reads == 1 else 2**64 - 1
+
+    written = wire.encode_tensor(1, (Changing(),), b"payload")
+    assert Changing.reads == 1
+    assert written == wire.encode_tensor(1, (1,), b"payload")
+    assert tensor_pb2.TensorProto.FromString(written).tensor_shape.dim[0].size == 1
+    # Content of items wider than a byte, or of no bytes at all.
+    wide = np.arange(3, dtype="<i2")
+    assert wire.encode_tensor(3, (3,), wide) == wire.encode_tensor(3, (3,), wide.tobytes())
+    empty = memoryview(np.zeros((2, 0), np.float32))
+    assert wire.encode_tensor(1, (2, 0), empty) == wire.encode_tensor(1, (2, 0), b"")
 
 
 def test_encode_tensor_refuses(wire: Any) -> None:
