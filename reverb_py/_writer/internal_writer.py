@@ -1026,7 +1026,12 @@ class InternalTrajectoryWriter:
                         f"Error in column {index}: Column contains expired CellRef."
                     )
             first = column[0]
+            first_dtype = first._dtype
+            first_shape = first._shape
             for ref in column[1:]:
+                # PERF(validate): the dtypes of one column are nearly always one object.
+                if ref._dtype is first_dtype and ref._shape == first_shape:
+                    continue
                 if ref._dtype != first._dtype:
                     raise InvalidArgumentError(
                         f"Error in column {index}: Column references tensors with different "
