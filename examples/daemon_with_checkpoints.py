@@ -32,6 +32,13 @@ CONFIG = pathlib.Path(__file__).with_name("server.toml")
 START_TIMEOUT = 30.0
 NUM_ITEMS = 150  # the replay table's limiter lets 200 in before a learner must sample
 NUM_EPISODES = 5
+_OUTPUT = threading.Lock()  # the daemons' echoed lines and this script's, whole lines
+
+
+def say(text: str) -> None:
+    """Prints one line; never in the middle of a daemon's echoed line."""
+    with _OUTPUT:
+        print(text, flush=True)
 
 
 class Daemon:
@@ -57,7 +64,7 @@ class Daemon:
     def _read(self) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:
-            print(f"    [{self.name}] {line.rstrip()}")
+            say(f"    [{self.name}] {line.rstrip()}")
             self._lines.put(line)
         self._lines.put(None)
 
@@ -129,32 +136,32 @@ def sizes(client: reverb.Client) -> dict[str, int]:
 
 def stopped(daemon: Daemon) -> bool:
     status = daemon.stop()
-    print(f"stopped with SIGTERM: exit status {status}")
+    say(f"stopped with SIGTERM: exit status {status}")
     return status == 0
 
 
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="reverb_py_example_") as tmp:
         config = write_config(pathlib.Path(tmp))
-        print(f"config: {config}")
+        say(f"config: {config}")
         daemons: list[Daemon] = []
         try:
-            print("starting the daemon")
+            say("starting the daemon")
             daemons.append(Daemon(config, "daemon"))
             client = reverb.Client(daemons[-1].address)
             write_data(client)
             written = sizes(client)
-            print(f"written: {written}")
-            print(f"client.checkpoint() -> {client.checkpoint()}")
+            say(f"written: {written}")
+            say(f"client.checkpoint() -> {client.checkpoint()}")
             if not stopped(daemons[-1]):
                 return 1
-            print(f"checkpoints: {sorted(os.listdir(pathlib.Path(tmp) / 'checkpoints'))}")
+            say(f"checkpoints: {sorted(os.listdir(pathlib.Path(tmp) / 'checkpoints'))}")
 
-            print("starting the daemon again")
+            say("starting the daemon again")
             daemons.append(Daemon(config, "restarted"))
             client = reverb.Client(daemons[-1].address)
             restored = sizes(client)
-            print(f"restored: {restored}")
+            say(f"restored: {restored}")
             if restored != written:
                 print("the restored tables differ from the written ones", file=sys.stderr)
                 return 1
@@ -168,7 +175,7 @@ def main() -> int:
                 ):
                     print(f"replay item {sample.info.key} is not as written", file=sys.stderr)
                     return 1
-                print(
+                say(
                     f"  replay item {sample.info.key}: steps {steps}, "
                     f"priority {sample.info.priority}"
                 )
@@ -179,7 +186,7 @@ def main() -> int:
                     "episodes", num_samples=NUM_EPISODES, emit_timesteps=False
                 )
             ]
-            print(f"  episodes from the queue, in order: {episodes}")
+            say(f"  episodes from the queue, in order: {episodes}")
             if episodes != list(range(NUM_EPISODES)):
                 print("the queue did not come back in its order", file=sys.stderr)
                 return 1
