@@ -300,16 +300,15 @@ def encode_chunk_data(chunk_key, episode_id, start, end, sparse, delta_encoded,
     cdef Py_ssize_t count = len(payloads)
     cdef uint64_t raw_size = _as_u64(uncompressed)
     cdef bytes tensor
-    for tensor in payloads:  # a TypeError for anything but bytes, before any work
+    cdef Py_ssize_t body = 0
+    for tensor in payloads:  # a TypeError for anything but bytes, before any writing
         if tensor is None:
             raise TypeError("a tensor must be bytes, got None")
-    cdef Py_ssize_t range_size = (
-        _field_size(episode) + _field_size(first) + _field_size(last) + 2 * is_sparse
-    )
-    cdef Py_ssize_t body = 0
-    for tensor in payloads:
         body += _delimited_size(PyBytes_GET_SIZE(tensor))
-    cdef Py_ssize_t total = _field_size(key) + _delimited_size(range_size) + 2 * is_delta
+    cdef Py_ssize_t range_size = (
+        _field_size(episode) + _field_size(first) + _field_size(last) + _field_size(is_sparse)
+    )
+    cdef Py_ssize_t total = _field_size(key) + _delimited_size(range_size) + _field_size(is_delta)
     if count:
         total += _delimited_size(body) + _field_size(<uint64_t>count)
     total += _field_size(raw_size)
@@ -320,14 +319,8 @@ def encode_chunk_data(chunk_key, episode_id, start, end, sparse, delta_encoded,
     pos = _put_field(pos, 0x08, episode)
     pos = _put_field(pos, 0x10, first)
     pos = _put_field(pos, 0x18, last)
-    if is_sparse:
-        pos[0] = 0x20
-        pos[1] = 0x01
-        pos += 2
-    if is_delta:
-        pos[0] = 0x20
-        pos[1] = 0x01
-        pos += 2
+    pos = _put_field(pos, 0x20, is_sparse)
+    pos = _put_field(pos, 0x20, is_delta)
     if count:
         pos = _put_header(pos, 0x2A, body)
         for tensor in payloads:

@@ -1032,13 +1032,13 @@ class InternalTrajectoryWriter:
                 # PERF(validate): the dtypes of one column are nearly always one object.
                 if ref._dtype is first_dtype and ref._shape == first_shape:
                     continue
-                if ref._dtype != first._dtype:
+                if ref._dtype != first_dtype:
                     raise InvalidArgumentError(
                         f"Error in column {index}: Column references tensors with different "
                         f"dtypes: {_dtypes.tf_dtype_name(first._dtype)} (index 0) != "
                         f"{_dtypes.tf_dtype_name(ref._dtype)} (index {column.index(ref)})."
                     )
-                if ref._shape != first._shape:
+                if ref._shape != first_shape:
                     raise InvalidArgumentError(
                         f"Error in column {index}: Column references tensors with "
                         f"incompatible shapes: {format_shape(first._shape)} (index 0) not "
