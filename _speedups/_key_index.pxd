@@ -9,6 +9,9 @@ from _common cimport as_key, check_same_length, is_key, raise_not_found, to_floa
 
 
 cdef extern from "key_index.h" nogil:
+    # Starts loading the cache line at `address` (a hint; results unchanged).
+    void prefetch "REVERB_PY_PREFETCH"(const void* address) noexcept
+
     # Aligned (64 bytes; 2 MiB and huge pages from 4 MiB) array allocation; NULL on failure.
     void* allocate_array "reverb_py::AllocateArray"(size_t bytes) noexcept
     void free_array "reverb_py::FreeArray"(void* pointer, size_t bytes) noexcept
@@ -16,6 +19,9 @@ cdef extern from "key_index.h" nogil:
     cdef cppclass KeyIndex "reverb_py::KeyIndex":
         KeyIndex() except +
         size_t size() noexcept
+        # Slot `i < capacity()`'s value, negative when the slot is empty (a walk over all).
+        size_t capacity() noexcept
+        int64_t ValueAt(size_t i) noexcept
         # Starts loading where a lookup of `key` begins (a hint; results unchanged).
         void Prefetch(uint64_t key) noexcept
         # The value of `key`, or -1.

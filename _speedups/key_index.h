@@ -12,6 +12,18 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+#include <xmmintrin.h>
+#endif
+
+// Starts loading the cache line at `address` (a hint: no effect on results).
+#if defined(__GNUC__) || defined(__clang__)
+#define REVERB_PY_PREFETCH(address) __builtin_prefetch(address)
+#elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+#define REVERB_PY_PREFETCH(address) _mm_prefetch((const char*)(address), _MM_HINT_T0)
+#else
+#define REVERB_PY_PREFETCH(address) ((void)(address))
+#endif
 
 namespace reverb_py {
 
@@ -62,14 +74,15 @@ class KeyIndex {
 
   size_t size() const { return count_; }
 
+  // The slots, for a walk over every value: `ValueAt(i)` for `i < capacity()` is the
+  // value in slot `i`, negative when the slot is empty.
+  size_t capacity() const { return capacity_; }
+  int64_t ValueAt(size_t i) const { return table_[i].value; }
+
   // Starts loading the cache line where a lookup of `key` begins (a hint: no effect on
   // results), for a batch that looks keys up a few at a time ahead.
   inline void Prefetch(uint64_t key) const {
-#if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(&table_[Hash(key) & (capacity_ - 1)]);
-#else
-    (void)key;
-#endif
+    REVERB_PY_PREFETCH(&table_[Hash(key) & (capacity_ - 1)]);
   }
 
   // Returns the value of `key`, or -1.

@@ -13,23 +13,26 @@ table name that must be valid UTF-8 each time it appears.
 
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_Next
+from cpython.dict cimport PyDict_Clear, PyDict_DelItem, PyDict_Next, PyDict_SetItem
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_FromDouble
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.long cimport PyLong_FromUnsignedLongLong
 from cpython.number cimport PyNumber_Float
 from cpython.object cimport PyObject, PyObject_SetAttr
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, intptr_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
+from _common cimport as_key, is_key
+from _key_index cimport KeyIndex, prefetch
 from _varint cimport put_varint, varint_size
 
 from reverb_py.errors import InvalidArgumentError
 
 __all__ = [
+    "ItemMap",
     "assign_priorities",
     "decode_mutate_request",
     "encode_mutate_request",
@@ -417,6 +420,183 @@ cdef list _float_list(vector[double]& values):
 
 # --------------------------------------------------------------------------- the table
 
+cdef enum:
+    # How many keys ahead select_updates asks for a key's index entry.
+    _AHEAD = 8
+
+
+cdef inline PyObject* _held(int64_t value) noexcept:
+    return <PyObject*><intptr_t>value
+
+
+cdef object _NO_DEFAULT = object()
+
+
+@cython.final
+cdef class ItemMap(dict):
+    """A table's items by key: a ``dict`` whose keys are ints in ``[0, 2**64)``.
+
+    It is a ``dict`` in every way (order, views, lookups). Every method that adds a key
+    refuses one that is not an integer in range, as ``check_key`` refuses it, and stores
+    one of a subclass of ``int`` as a plain ``int``. The compiled twin also keeps an index
+    of its own, key -> value in one flat C array holding a reference to each value, which
+    :func:`select_updates` reads a batch of keys from: one cache line per key, fetched a
+    few keys ahead.
+    """
+
+    cdef KeyIndex _index
+
+    def __dealloc__(self):
+        self._release_all()
+
+    cdef void _release_all(self) noexcept:
+        """Gives back the index's reference to every value (the index is left as is)."""
+        cdef size_t i
+        cdef int64_t value
+        for i in range(self._index.capacity()):
+            value = self._index.ValueAt(i)
+            if value >= 0:
+                Py_XDECREF(_held(value))
+
+    def __setitem__(self, key, value):
+        cdef uint64_t k = as_key(key)
+        if type(key) is not int:
+            key = PyLong_FromUnsignedLongLong(k)
+        cdef int64_t entry = <int64_t><intptr_t><PyObject*>value
+        if entry < 0:
+            raise SystemError("ItemMap: an object address above 2**63")
+        cdef int64_t old = self._index.Find(k)
+        if old >= 0:
+            PyDict_SetItem(self, key, value)
+            Py_INCREF(value)
+            self._index.Set(k, entry)
+            Py_XDECREF(_held(old))
+            return
+        self._index.Insert(k, entry)
+        try:
+            PyDict_SetItem(self, key, value)
+        except BaseException:
+            self._index.Erase(k)
+            raise
+        Py_INCREF(value)
+
+    def __delitem__(self, key):
+        key = self._stored_key(key)
+        PyDict_DelItem(self, key)
+        self._forget(key)
+
+    cdef object _stored_key(self, object key):
+        """The key the dict holds that ``key`` finds (an ``int``), else ``key`` itself.
+
+        A plain ``int`` is returned as it is; anything else that a stored key equals
+        (``True``, ``1.0``, numpy integers) is looked for among the keys, with the
+        dict's own TypeError for an unhashable one.
+        """
+        if type(key) is int or not self:  # (an empty dict's pop hashes nothing)
+            return key
+        cdef Py_hash_t wanted = hash(key)
+        for stored in dict.keys(self):
+            if hash(stored) == wanted and stored == key:
+                return stored
+        return key
+
+    cdef void _forget(self, object key) noexcept:
+        """Drops ``key``'s entry of the index, once the dict no longer has it."""
+        cdef uint64_t k = 0
+        cdef int64_t value
+        if is_key(key, &k):
+            value = self._index.Erase(k)
+            if value >= 0:
+                Py_XDECREF(_held(value))
+
+    def pop(self, key, default=_NO_DEFAULT):
+        key = self._stored_key(key)
+        cdef PyObject* found = _DictGetItemWithError(self, key) if self else NULL
+        if found is not NULL:
+            value = <object>found
+            PyDict_DelItem(self, key)
+            self._forget(key)
+            return value
+        if default is not _NO_DEFAULT:
+            return default
+        raise KeyError(key)
+
+    def popitem(self):
+        key, value = dict.popitem(self)
+        self._forget(key)
+        return key, value
+
+    def setdefault(self, key, default=None):
+        if key in self:
+            return dict.__getitem__(self, key)
+        self[key] = default
+        return default
+
+    def update(self, other=(), /, **kwargs):
+        for key, value in dict(other, **kwargs).items():
+            self[key] = value
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def clear(self):
+        # The values stay alive until both the index and the dict are empty.
+        cdef list held = list(dict.values(self))
+        self._release_all()
+        self._index.Clear()
+        PyDict_Clear(self)
+        del held
+
+    def copy(self):
+        return dict(self)
+
+    def __reduce__(self):
+        return ItemMap, (), None, None, iter(dict.items(self))
+
+
+cdef list _find_items(ItemMap items, list keys, Py_ssize_t n, bint* all_found):
+    """``[items.get(key) for key in keys]``, plain ``int`` keys read from the index."""
+    cdef vector[uint64_t] c_keys
+    cdef vector[PyObject*] found_items
+    cdef vector[char] indexed
+    c_keys.resize(n)
+    found_items.resize(n)
+    indexed.resize(n)
+    cdef KeyIndex* index = &items._index
+    cdef Py_ssize_t i
+    cdef int64_t value
+    cdef PyObject* item
+    for i in range(n):
+        indexed[i] = _as_key(<object>PyList_GET_ITEM(keys, i), &c_keys[i])
+    for i in range(min(n, _AHEAD)):
+        if indexed[i]:
+            index.Prefetch(c_keys[i])
+    for i in range(n):
+        if i + _AHEAD < n and indexed[i + _AHEAD]:
+            index.Prefetch(c_keys[i + _AHEAD])
+        if indexed[i]:
+            value = index.Find(c_keys[i])
+            item = _held(value) if value >= 0 else NULL
+            if item is not NULL:
+                prefetch(item)
+        else:
+            # Anything but a plain int: as the dict finds it (bool, int subclasses), or
+            # its TypeError when unhashable.
+            item = _DictGetItemWithError(items, <object>PyList_GET_ITEM(keys, i))
+        found_items[i] = item
+    cdef list found = PyList_New(n)
+    for i in range(n):
+        item = found_items[i]
+        if item is NULL:
+            all_found[0] = False
+            Py_INCREF(None)
+            PyList_SET_ITEM(found, i, None)
+        else:
+            Py_INCREF(<object>item)
+            PyList_SET_ITEM(found, i, <object>item)
+    return found
+
 
 def select_updates(items, keys, priorities, excluded):
     """The updates that apply: keys that name an item of ``items`` and are not excluded.
@@ -455,7 +635,9 @@ def select_updates(items, keys, priorities, excluded):
     cdef PyObject* item
     cdef bint all_found = True
     cdef object key
-    if type(items) is dict:
+    if type(items) is ItemMap:
+        found = _find_items(<ItemMap>items, key_list, n, &all_found)
+    elif type(items) is dict:
         found = PyList_New(n)
         for i in range(n):
             item = _DictGetItemWithError(items, <object>PyList_GET_ITEM(key_list, i))
@@ -505,6 +687,44 @@ cdef list _floats(list values):
     return out
 
 
+cdef extern from "Python.h":
+    # A member descriptor (a __slots__ entry) and where it keeps its value.
+    ctypedef struct _MemberDef "PyMemberDef":
+        int type
+        Py_ssize_t offset
+        int flags
+    ctypedef struct _MemberDescr "PyMemberDescrObject":
+        _MemberDef* d_member
+    ctypedef struct _TypeObject "PyTypeObject":
+        void* tp_setattro
+    void* _GenericSetAttr "PyObject_GenericSetAttr"
+    _TypeObject _MemberDescrType "PyMemberDescr_Type"
+    PyObject* _TypeLookup "_PyType_Lookup"(_TypeObject* type, PyObject* name) noexcept
+    _TypeObject* _Type "Py_TYPE"(PyObject* o) noexcept
+
+cdef enum:
+    _T_OBJECT = 6      # structmember.h's T_OBJECT, T_OBJECT_EX and READONLY
+    _T_OBJECT_EX = 16
+    _READONLY = 1
+
+
+cdef Py_ssize_t _slot_offset(_TypeObject* type, str name) noexcept:
+    """Where objects of ``type`` keep attribute ``name``: the offset of its writable
+    __slots__ member when setting the attribute does no more than store the value there
+    (the type's ``__setattr__`` is object's), else -1 (a property, a ``__dict__``
+    entry, a ``__setattr__`` of its own)."""
+    if type.tp_setattro is not &_GenericSetAttr:
+        return -1
+    cdef PyObject* descr = _TypeLookup(type, <PyObject*>name)
+    cdef _MemberDef* member
+    if descr is NULL or _Type(descr) is not &_MemberDescrType:
+        return -1
+    member = (<_MemberDescr*>descr).d_member
+    if member.type != _T_OBJECT and member.type != _T_OBJECT_EX or member.flags & _READONLY:
+        return -1
+    return member.offset
+
+
 def assign_priorities(targets, priorities):
     """Sets ``targets[i].priority = priorities[i]`` (up to the shorter length)."""
     if type(targets) is not list or type(priorities) is not list:
@@ -515,9 +735,30 @@ def assign_priorities(targets, priorities):
     cdef list priority_list = priorities
     cdef Py_ssize_t n = min(PyList_GET_SIZE(target_list), PyList_GET_SIZE(priority_list))
     cdef Py_ssize_t i
+    cdef PyObject* target
+    cdef _TypeObject* slotted = NULL
+    cdef Py_ssize_t offset = -1
+    cdef PyObject** slot
+    cdef PyObject* old
+    cdef PyObject* value
+    if n:
+        # Targets of one type with the priority in a plain slot (the table's items): the
+        # value is stored there as the slot's descriptor stores it, and the old values,
+        # released here, are asked for a few targets ahead.
+        target = PyList_GET_ITEM(target_list, 0)
+        offset = _slot_offset(_Type(target), _PRIORITY)
+        if offset >= 0:
+            slotted = _Type(target)
     for i in range(n):
-        PyObject_SetAttr(
-            <object>PyList_GET_ITEM(target_list, i),
-            _PRIORITY,
-            <object>PyList_GET_ITEM(priority_list, i),
-        )
+        target = PyList_GET_ITEM(target_list, i)
+        value = PyList_GET_ITEM(priority_list, i)
+        if slotted is NULL or _Type(target) is not slotted:
+            PyObject_SetAttr(<object>target, _PRIORITY, <object>value)
+            continue
+        if i + _AHEAD < n and _Type(PyList_GET_ITEM(target_list, i + _AHEAD)) is slotted:
+            prefetch((<PyObject**>(<char*>PyList_GET_ITEM(target_list, i + _AHEAD) + offset))[0])
+        slot = <PyObject**>(<char*>target + offset)
+        old = slot[0]
+        Py_INCREF(<object>value)
+        slot[0] = value
+        Py_XDECREF(old)

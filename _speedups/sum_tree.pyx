@@ -23,24 +23,11 @@ from libcpp.vector cimport vector
 
 from _common cimport as_key, check_key, check_priority, check_same_length, to_float
 from _key_index cimport KeyIndex, allocate_array, contains_key, free_array
+from _key_index cimport prefetch as _prefetch
 
 from reverb_py.errors import InvalidArgumentError, NotFoundError, UsageError
 
 __all__ = ["SumTree"]
-
-
-cdef extern from *:
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define REVERB_PY_PREFETCH(address) __builtin_prefetch(address)
-    #elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
-    #include <xmmintrin.h>
-    #define REVERB_PY_PREFETCH(address) _mm_prefetch((const char*)(address), _MM_HINT_T0)
-    #else
-    #define REVERB_PY_PREFETCH(address) ((void)(address))
-    #endif
-    """
-    void _prefetch "REVERB_PY_PREFETCH"(const void* address) noexcept nogil
 
 
 cdef struct Node:

@@ -8,8 +8,8 @@ The rest of the package imports from here, never from ``_pure`` or ``_speedups``
   columns, tensors and chunks);
 * the ``checkpoint_records`` module: checkpoint record framing and stored items (also
   the stored items of the server's sample replies);
-* the ``mutations`` module: ``MutatePriorities``' wire format and ``Table.mutate``'s
-  update step;
+* the ``mutations`` module: ``MutatePriorities``' wire format, ``Table.mutate``'s
+  update step and the table's map of items (``ItemMap``);
 * the ``sample_wire`` module: SampleStream responses and plain chunks read straight from
   their bytes (compiled only; the pure twin sends every input down the general path).
 

@@ -355,7 +355,8 @@ class Table:
         self._rate_limiter_config = rate_limiter
         self._limiter = rate_limiter.new_state()
         self._set_selectors(sampler, remover)
-        self._items: dict[int, Item] = {}
+        # A dict; the compiled twin's also indexes the items for mutate's batch lookups.
+        self._items: dict[int, Item] = _impl.mutations.ItemMap()
         self._episodes: collections.Counter[int] = collections.Counter()
         self._num_deleted_episodes = 0
         self._num_unique_samples = 0

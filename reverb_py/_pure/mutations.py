@@ -11,11 +11,13 @@ both have the same API and the same results, and raise the same errors.
   what is accepted; the compiled twin reads the wire format itself.
 * :func:`select_updates` and :func:`assign_priorities` are the two halves of
   ``Table.mutate``'s update step around the selectors' all-or-nothing ``update_many``.
+* :class:`ItemMap` is a table's ``dict`` of items by key; the compiled twin keeps an
+  index of its own beside the ``dict`` for :func:`select_updates`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -23,10 +25,12 @@ import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
 from reverb_py._proto import reverb_service_pb2
+from reverb_py._pure._common import check_key
 from reverb_py._pure.wire import length_delimited
 from reverb_py.errors import InvalidArgumentError
 
 __all__ = [
+    "ItemMap",
     "assign_priorities",
     "decode_mutate_request",
     "encode_mutate_request",
@@ -143,6 +147,43 @@ def decode_mutate_request(data: bytes) -> tuple[str, list[int], list[float], lis
         [priority for _, priority in pairs],
         list(request.delete_keys),
     )
+
+
+class ItemMap(dict[int, Any]):
+    """A table's items by key: a ``dict`` whose keys are ints in ``[0, 2**64)``.
+
+    It is a ``dict`` in every way (order, views, lookups). Every method that adds a key
+    refuses one that is not an integer in range, as ``check_key`` refuses it, and stores
+    one of a subclass of ``int`` as a plain ``int``. The compiled twin also keeps an index
+    of its own, key -> value in one flat C array holding a reference to each value, which
+    :func:`select_updates` reads a batch of keys from: one cache line per key, fetched a
+    few keys ahead.
+    """
+
+    __slots__ = ()
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(check_key(key), value)
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        if key in self:
+            return self[key]
+        self[key] = default
+        return default
+
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:
+        for key, value in dict(other, **kwargs).items():
+            self[key] = value
+
+    def __ior__(self, other: Any) -> ItemMap:  # type: ignore[override,misc]
+        self.update(other)
+        return self
+
+    def copy(self) -> dict[Any, Any]:
+        return dict(self)
+
+    def __reduce__(self) -> tuple[type[ItemMap], tuple[()], None, None, Iterator[Any]]:
+        return ItemMap, (), None, None, iter(self.items())
 
 
 def select_updates(

@@ -8,10 +8,13 @@ rules exactly.
 
 from __future__ import annotations
 
+import gc
 import inspect
 import math
+import pickle
 import random
 import struct
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -79,6 +82,10 @@ def test_same_public_api(compiled: types.ModuleType) -> None:
     assert pure.__all__ == compiled.__all__
     for name in pure.__all__:
         pure_fn, compiled_fn = getattr(pure, name), getattr(compiled, name)
+        assert inspect.getdoc(pure_fn) == inspect.getdoc(compiled_fn), name
+        if isinstance(pure_fn, type):  # ItemMap: a dict, behaviour compared below
+            assert issubclass(pure_fn, dict) and issubclass(compiled_fn, dict), name
+            continue
         assert [p.name for p in inspect.signature(pure_fn).parameters.values()] == [
             p.name for p in inspect.signature(compiled_fn).parameters.values()
         ], name
@@ -469,3 +476,243 @@ def test_assign_priorities(twin: types.ModuleType) -> None:
     assert [t.priority for t in targets] == [4.0, 5.0, 6.0]
     with pytest.raises(AttributeError):
         twin.assign_priorities([object()], [1.0])
+
+
+class _Empty:
+    __slots__ = ("key", "priority")
+
+
+class _SubItem(_Item):
+    __slots__ = ()
+
+
+class _Plain:
+    def __init__(self) -> None:
+        self.priority: Any = 0.0
+
+
+class _Property:
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    @property
+    def priority(self) -> Any:
+        return self.seen[-1]
+
+    @priority.setter
+    def priority(self, value: Any) -> None:
+        self.seen.append(value)
+
+
+class _OwnSetattr:
+    __slots__ = ("priority", "seen")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "priority":
+            object.__setattr__(self, "seen", value)
+        object.__setattr__(self, name, value)
+
+
+def test_assign_priorities_sets_as_setattr_does(twin: types.ModuleType) -> None:
+    """Targets of one slotted type (as the table's), of several types, with the priority
+    in a property, a ``__setattr__`` of their own, an empty slot: the same results, and
+    each replaced priority released once."""
+    old = [float(f"{i}.25") for i in range(30)]
+
+    def references() -> list[int]:
+        return [sys.getrefcount(value) for value in old]
+
+    for mix in ([_Item], [_Empty], [_Item, _SubItem, _Plain], [_Property], [_OwnSetattr, _Item]):
+        kinds = [mix[i % len(mix)] for i in range(30)]
+        targets = [
+            kind(i, old[i]) if issubclass(kind, _Item) else kind() for i, kind in enumerate(kinds)
+        ]
+        base = references()
+        new = [float(i) + 0.5 for i in range(30)]
+        twin.assign_priorities(targets, new)
+        assert [t.priority for t in targets] == new, mix
+        released = [then - now for then, now in zip(base, references())]
+        assert released == [1 if isinstance(t, _Item) else 0 for t in targets], mix
+        assert all(sys.getrefcount(value) >= 3 for value in new)
+        if _OwnSetattr in mix:
+            assert [t.seen for t in targets if type(t) is _OwnSetattr] == new[::2]
+        if _Property in mix:
+            assert [t.seen for t in targets] == [[value] for value in new]
+
+
+# ------------------------------------------------------------------------ ItemMap
+
+
+def _map_state(mapping: dict[Any, Any]) -> Any:
+    """Contents in order, with the exact key types."""
+    return [(type(key).__name__, key, value) for key, value in mapping.items()]
+
+
+def _map_operation(rng: random.Random) -> tuple[str, tuple[Any, ...]]:
+    key = rng.choice(
+        [rng.randrange(40), rng.randrange(40), 2**64 - 1, True, -1, 2**64, "k", 1.0, [1]]
+    )
+    value = rng.randrange(1000)
+    name = rng.choice(
+        [
+            "set",
+            "set",
+            "set",
+            "del",
+            "pop",
+            "pop_default",
+            "popitem",
+            "setdefault",
+            "update",
+            "ior",
+            "get",
+            "contains",
+            "clear",
+            "copy",
+        ]
+    )
+    if name in ("update", "ior"):
+        return name, ({rng.randrange(40): value, rng.choice([5, -3, "x"]): value},)
+    return name, (key, value)
+
+
+def _apply(mapping: Any, name: str, args: tuple[Any, ...]) -> Any:
+    if name == "set":
+        mapping[args[0]] = args[1]
+    elif name == "del":
+        del mapping[args[0]]
+    elif name == "pop":
+        return mapping.pop(args[0])
+    elif name == "pop_default":
+        return mapping.pop(args[0], "default")
+    elif name == "popitem":
+        return mapping.popitem()
+    elif name == "setdefault":
+        return mapping.setdefault(args[0], args[1])
+    elif name == "update":
+        mapping.update(args[0])
+    elif name == "ior":
+        mapping |= args[0]
+    elif name == "get":
+        return mapping.get(args[0])
+    elif name == "contains":
+        return args[0] in mapping
+    elif name == "clear":
+        mapping.clear()
+    elif name == "copy":
+        copy = mapping.copy()
+        assert type(copy) is dict
+        return _map_state(copy)
+    return None
+
+
+def test_item_maps_agree_on_random_operations(compiled: types.ModuleType) -> None:
+    """The same operations on both twins' maps: same results and errors, same contents
+    in the same order, and the compiled map's own index finds exactly the dict's items
+    (select_updates over every key, against the pure twin's plain lookups)."""
+    rng = random.Random(3)
+    maps = {"py": pure.ItemMap(), "cy": compiled.ItemMap()}
+    probe = list(range(41)) + [2**64 - 1]
+    for _ in range(3000):
+        name, args = _map_operation(rng)
+        outcomes = {side: _outcome(lambda m=m: _apply(m, name, args)) for side, m in maps.items()}
+        assert outcomes["py"] == outcomes["cy"], (name, args)
+        assert _map_state(maps["py"]) == _map_state(maps["cy"])
+        found = {
+            side: _selection(module.select_updates(maps[side], probe, [1.0] * len(probe), ()))
+            for side, module in (("py", pure), ("cy", compiled))
+        }
+        assert found["py"][0] == found["cy"][0] == [k for k in probe if k in maps["py"]]
+
+
+class _Int(int):
+    pass
+
+
+def test_item_map_is_a_dict_that_checks_keys(twin: types.ModuleType) -> None:
+    items = twin.ItemMap()
+    assert isinstance(items, dict) and items == {}
+    items[3] = "a"
+    items[True] = "b"  # stored as the plain int 1
+    items[_Int(2**64 - 1)] = "c"
+    assert list(items.items()) == [(3, "a"), (1, "b"), (2**64 - 1, "c")]
+    assert all(type(key) is int for key in items)
+    with pytest.raises(TypeError, match="Key must be an integer, got str"):
+        items["3"] = "x"
+    with pytest.raises(TypeError, match="Key must be an integer, got uint64"):
+        items[np.uint64(5)] = "x"
+    with pytest.raises(TypeError, match="Key must be an integer, got float"):
+        items.setdefault(1.5, "x")
+    with pytest.raises(errors.InvalidArgumentError, match=r"in \[0, 2\*\*64\), got -1"):
+        items.update({-1: "x"})
+    with pytest.raises(errors.InvalidArgumentError, match="got 18446744073709551616"):
+        items[2**64] = "x"
+    assert items == {3: "a", 1: "b", 2**64 - 1: "c"}  # nothing added by the refusals
+    assert items.pop(3) == "a" and items.pop(3, None) is None
+    with pytest.raises(KeyError):
+        items.pop(3)
+    with pytest.raises(TypeError):
+        items.pop(3, 1, 2)
+    assert twin.select_updates(items, [1, 3, 2**64 - 1], [0.5, 1.0, 2.0], ()) == (
+        [1, 2**64 - 1],
+        [0.5, 2.0],
+        ["b", "c"],
+    )
+    restored = pickle.loads(pickle.dumps(items))
+    assert type(restored) is twin.ItemMap and restored == items
+    assert twin.select_updates(restored, [1], [0.5], ()) == ([1], [0.5], ["b"])
+    items.clear()
+    assert items == {} and twin.select_updates(items, [1], [0.5], ()) == ([], [], [])
+
+
+def test_compiled_item_map_holds_each_value_once(compiled: types.ModuleType) -> None:
+    """The compiled map's index holds one reference per entry and gives it back on every
+    way out: overwrite, del, pop, popitem, clear, and the map's own end."""
+    values = [object() for _ in range(6)]
+
+    def references() -> list[int]:
+        return [sys.getrefcount(v) for v in values]
+
+    base = references()
+
+    def counts() -> list[int]:
+        return [now - then for now, then in zip(references(), base)]
+
+    items = compiled.ItemMap()
+    for key in range(6):
+        items[key] = values[key]
+    assert counts() == [2] * 6  # the dict's and the index's
+    items[0] = values[1]
+    assert counts() == [0, 4, 2, 2, 2, 2]
+    del items[0]
+    assert items.pop(2) is values[2]
+    assert items.popitem() == (5, values[5])
+    assert counts() == [0, 2, 0, 2, 2, 0]
+    with pytest.raises(TypeError):
+        items[[1]] = values[0]  # type: ignore[index]
+    assert counts() == [0, 2, 0, 2, 2, 0]
+    items.clear()
+    assert counts() == [0] * 6
+    for key in range(6):
+        items[key] = values[key]
+    del items
+    gc.collect()
+    assert counts() == [0] * 6
+
+
+def test_select_updates_reads_item_maps_as_dicts(twin: types.ModuleType) -> None:
+    rng = random.Random(5)
+    plain = {key: _Item(key) for key in rng.sample(range(300), 200)}
+    items = twin.ItemMap()
+    items.update(plain)
+    for _ in range(300):
+        keys: list[Any] = [rng.randrange(320) for _ in range(rng.randint(0, 40))]
+        if rng.random() < 0.2:
+            keys.append(rng.choice([True, np.int64(5), 7.0, -1, 2**70]))
+        priorities = [rng.random() for _ in keys]
+        excluded = set(rng.sample(range(320), 3)) if rng.random() < 0.5 else ()
+        assert _selection(twin.select_updates(items, keys, priorities, excluded)) == _selection(
+            twin.select_updates(plain, keys, priorities, excluded)
+        )
