@@ -446,6 +446,9 @@ cdef class ItemMap(dict):
 
     cdef KeyIndex _index
 
+    def __init__(self, other=(), /, **kwargs):
+        self.update(other, **kwargs)
+
     def __dealloc__(self):
         self._release_all()
 

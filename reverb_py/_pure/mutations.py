@@ -25,7 +25,7 @@ import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
 from reverb_py._proto import reverb_service_pb2
-from reverb_py._pure._common import check_key
+from reverb_py._pure._common import KEY_MAX, check_key
 from reverb_py._pure.wire import length_delimited
 from reverb_py.errors import InvalidArgumentError
 
@@ -162,8 +162,14 @@ class ItemMap(dict[int, Any]):
 
     __slots__ = ()
 
+    def __init__(self, other: Any = (), /, **kwargs: Any) -> None:
+        super().__init__()
+        self.update(other, **kwargs)
+
     def __setitem__(self, key: Any, value: Any) -> None:
-        super().__setitem__(check_key(key), value)
+        if type(key) is not int or not 0 <= key <= KEY_MAX:  # noqa: E721 - exact int
+            key = check_key(key)
+        dict.__setitem__(self, key, value)
 
     def setdefault(self, key: Any, default: Any = None) -> Any:
         if key in self:

@@ -660,6 +660,17 @@ def test_item_map_is_a_dict_that_checks_keys(twin: types.ModuleType) -> None:
         [0.5, 2.0],
         ["b", "c"],
     )
+    built = twin.ItemMap({5: "x", _Int(6): "y"})
+    assert list(built.items()) == [(5, "x"), (6, "y")]
+    assert all(type(key) is int for key in built)
+    assert twin.select_updates(built, [6, 5], [1.0, 2.0], ()) == ([6, 5], [1.0, 2.0], ["y", "x"])
+    with pytest.raises(errors.InvalidArgumentError, match="got -1"):
+        twin.ItemMap({-1: "x"})
+    with pytest.raises(TypeError, match="got str"):
+        twin.ItemMap(key="x")
+    from_keys = twin.ItemMap.fromkeys([7, 8], "z")
+    assert type(from_keys) is twin.ItemMap and from_keys == {7: "z", 8: "z"}
+    assert twin.select_updates(from_keys, [8], [1.0], ()) == ([8], [1.0], ["z"])
     restored = pickle.loads(pickle.dumps(items))
     assert type(restored) is twin.ItemMap and restored == items
     assert twin.select_updates(restored, [1], [0.5], ()) == ([1], [0.5], ["b"])
