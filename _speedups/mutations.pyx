@@ -562,33 +562,33 @@ cdef list _find_items(ItemMap items, list keys, Py_ssize_t n, bint* all_found):
     """``[items.get(key) for key in keys]``, plain ``int`` keys read from the index."""
     cdef vector[uint64_t] c_keys
     cdef vector[PyObject*] found_items
-    cdef vector[char] indexed
+    cdef list found
     c_keys.resize(n)
     found_items.resize(n)
-    indexed.resize(n)
     cdef KeyIndex* index = &items._index
     cdef Py_ssize_t i
     cdef int64_t value
     cdef PyObject* item
     for i in range(n):
-        indexed[i] = _as_key(<object>PyList_GET_ITEM(keys, i), &c_keys[i])
+        if not _as_key(<object>PyList_GET_ITEM(keys, i), &c_keys[i]):
+            # Anything but plain ints: as the dict finds them (bool, int subclasses, or
+            # its TypeError when unhashable), holding each found item at once (a key's
+            # __eq__ may run any code, even code that changes the map).
+            found = list(map(items.get, keys))
+            all_found[0] = None not in found
+            return found
     for i in range(min(n, _AHEAD)):
-        if indexed[i]:
-            index.Prefetch(c_keys[i])
+        index.Prefetch(c_keys[i])
+    # No Python code runs between these lookups and the references taken below.
     for i in range(n):
-        if i + _AHEAD < n and indexed[i + _AHEAD]:
+        if i + _AHEAD < n:
             index.Prefetch(c_keys[i + _AHEAD])
-        if indexed[i]:
-            value = index.Find(c_keys[i])
-            item = _held(value) if value >= 0 else NULL
-            if item is not NULL:
-                prefetch(item)
-        else:
-            # Anything but a plain int: as the dict finds it (bool, int subclasses), or
-            # its TypeError when unhashable.
-            item = _DictGetItemWithError(items, <object>PyList_GET_ITEM(keys, i))
+        value = index.Find(c_keys[i])
+        item = _held(value) if value >= 0 else NULL
+        if item is not NULL:
+            prefetch(item)
         found_items[i] = item
-    cdef list found = PyList_New(n)
+    found = PyList_New(n)
     for i in range(n):
         item = found_items[i]
         if item is NULL:

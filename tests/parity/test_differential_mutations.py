@@ -727,3 +727,23 @@ def test_select_updates_reads_item_maps_as_dicts(twin: types.ModuleType) -> None
         assert _selection(twin.select_updates(items, keys, priorities, excluded)) == _selection(
             twin.select_updates(plain, keys, priorities, excluded)
         )
+
+
+def test_select_updates_holds_items_a_key_comparison_removes(twin: types.ModuleType) -> None:
+    """A key whose ``__eq__`` empties the map meanwhile: the items found before stay
+    valid (held), as with a plain dict."""
+    items = twin.ItemMap()
+
+    class Clearing:
+        def __hash__(self) -> int:
+            return hash(1)
+
+        def __eq__(self, other: object) -> bool:
+            items.clear()
+            return False
+
+    for key in (1, 2):
+        items[key] = _Item(key, float(key))
+    keys, priorities, targets = twin.select_updates(items, [2, Clearing(), 1], [5.0] * 3, ())
+    assert len(items) == 0
+    assert [target.key for target in targets] == keys and 2 in keys
