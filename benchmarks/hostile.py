@@ -305,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         for system, python in systems.items():
-            servers[system] = Worker(system, python, "server", {"tables": tables}, log_dir, "s")
+            servers[system] = Worker(
+                system, python, "server", {"tables": tables, "loop_lag": True}, log_dir, "s"
+            )
         for system, server in servers.items():
             hello = server.wait_ready()
             results["systems"][system] = {"versions": hello["versions"], "scenarios": {}}
