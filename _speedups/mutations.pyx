@@ -19,9 +19,9 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_S
 from cpython.long cimport PyLong_FromUnsignedLongLong
 from cpython.number cimport PyNumber_Float
 from cpython.object cimport PyObject, PyObject_SetAttr
-from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int64_t, intptr_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
@@ -423,10 +423,31 @@ cdef list _float_list(vector[double]& values):
 cdef enum:
     # How many keys ahead select_updates asks for a key's index entry.
     _AHEAD = 8
+    # Largest number of ints in [0, 2**64) that share one hash: 2**64 / (2**61 - 1).
+    _HASH_CANDIDATES = 9
+
+cdef uint64_t _HASH_MODULUS = (1 << 61) - 1  # sys.hash_info.modulus on 64-bit builds
 
 
-cdef inline PyObject* _held(int64_t value) noexcept:
-    return <PyObject*><intptr_t>value
+cdef extern from *:
+    """
+    #include <stdint.h>
+    // An index value is an object's address as a non-negative int64 (any 32-bit or
+    // user-space 64-bit address).
+    static inline int64_t reverb_py_entry_of(PyObject* o) { return (int64_t)(uintptr_t)o; }
+    static inline PyObject* reverb_py_held(int64_t value) { return (PyObject*)(uintptr_t)value; }
+    """
+    int64_t _entry_of "reverb_py_entry_of"(PyObject* o) noexcept
+    PyObject* _held "reverb_py_held"(int64_t value) noexcept
+
+
+cdef extern from "Python.h":
+    ctypedef int (*_visitproc "visitproc")(PyObject*, void*) noexcept
+    ctypedef int (*_traverseproc "traverseproc")(PyObject*, _visitproc, void*) noexcept
+    ctypedef int (*_inquiry "inquiry")(PyObject*) noexcept
+    ctypedef struct _GcType "PyTypeObject":
+        _traverseproc tp_traverse
+        _inquiry tp_clear
 
 
 cdef object _NO_DEFAULT = object()
@@ -441,7 +462,8 @@ cdef class ItemMap(dict):
     one of a subclass of ``int`` as a plain ``int``. The compiled twin also keeps an index
     of its own, key -> value in one flat C array holding a reference to each value, which
     :func:`select_updates` reads a batch of keys from: one cache line per key, fetched a
-    few keys ahead.
+    few keys ahead. Change it through its own methods: ``dict``'s, called unbound
+    (``dict.__setitem__(m, k, v)``), bypass the index. It cannot be subclassed.
     """
 
     cdef KeyIndex _index
@@ -450,58 +472,51 @@ cdef class ItemMap(dict):
         self.update(other, **kwargs)
 
     def __dealloc__(self):
-        self._release_all()
-
-    cdef void _release_all(self) noexcept:
-        """Gives back the index's reference to every value (the index is left as is)."""
-        cdef size_t i
-        cdef int64_t value
-        for i in range(self._index.capacity()):
-            value = self._index.ValueAt(i)
-            if value >= 0:
-                Py_XDECREF(_held(value))
+        # The dict still holds every value here: no value is freed by this.
+        _release(&self._index)
 
     def __setitem__(self, key, value):
         cdef uint64_t k = as_key(key)
         if type(key) is not int:
             key = PyLong_FromUnsignedLongLong(k)
-        cdef int64_t entry = <int64_t><intptr_t><PyObject*>value
+        cdef int64_t entry = _entry_of(<PyObject*>value)
         if entry < 0:
             raise SystemError("ItemMap: an object address above 2**63")
         cdef int64_t old = self._index.Find(k)
+        # The index's reference is taken, and the index is right, before the dict lets
+        # go of an old value (whose release may run any code, even code that uses this
+        # map); the index lets go of its old value last.
+        Py_INCREF(value)
         if old >= 0:
-            PyDict_SetItem(self, key, value)
-            Py_INCREF(value)
             self._index.Set(k, entry)
+            try:
+                PyDict_SetItem(self, key, value)
+            except BaseException:
+                self._index.Set(k, old)
+                Py_DECREF(value)
+                raise
             Py_XDECREF(_held(old))
             return
-        self._index.Insert(k, entry)
+        try:
+            self._index.Insert(k, entry)
+        except BaseException:
+            Py_DECREF(value)
+            raise
         try:
             PyDict_SetItem(self, key, value)
         except BaseException:
             self._index.Erase(k)
+            Py_DECREF(value)
             raise
-        Py_INCREF(value)
 
     def __delitem__(self, key):
-        key = self._stored_key(key)
-        PyDict_DelItem(self, key)
-        self._forget(key)
-
-    cdef object _stored_key(self, object key):
-        """The key the dict holds that ``key`` finds (an ``int``), else ``key`` itself.
-
-        A plain ``int`` is returned as it is; anything else that a stored key equals
-        (``True``, ``1.0``, numpy integers) is looked for among the keys, with the
-        dict's own TypeError for an unhashable one.
-        """
-        if type(key) is int or not self:  # (an empty dict's pop hashes nothing)
-            return key
+        if type(key) is int:
+            PyDict_DelItem(self, key)
+            self._forget(key)
+            return
         cdef Py_hash_t wanted = hash(key)
-        for stored in dict.keys(self):
-            if hash(stored) == wanted and stored == key:
-                return stored
-        return key
+        dict.__delitem__(self, key)
+        self._forget_hash(wanted)
 
     cdef void _forget(self, object key) noexcept:
         """Drops ``key``'s entry of the index, once the dict no longer has it."""
@@ -512,24 +527,54 @@ cdef class ItemMap(dict):
             if value >= 0:
                 Py_XDECREF(_held(value))
 
-    def pop(self, key, default=_NO_DEFAULT):
-        key = self._stored_key(key)
-        cdef PyObject* found = _DictGetItemWithError(self, key) if self else NULL
-        if found is not NULL:
-            value = <object>found
-            PyDict_DelItem(self, key)
-            self._forget(key)
-            return value
-        if default is not _NO_DEFAULT:
-            return default
-        raise KeyError(key)
+    cdef int _forget_hash(self, Py_hash_t wanted) except -1:
+        """Drops the index's entries that the dict no longer has among the keys whose
+        hash is ``wanted`` (where a key that is not a plain ``int`` has removed one)."""
+        cdef uint64_t k
+        cdef int64_t value
+        cdef int j
+        if wanted < 0:
+            return 0
+        k = <uint64_t>wanted
+        for j in range(_HASH_CANDIDATES):
+            value = self._index.Find(k)
+            if value >= 0 and not dict.__contains__(self, PyLong_FromUnsignedLongLong(k)):
+                self._index.Erase(k)
+                Py_XDECREF(_held(value))
+            if k > <uint64_t>-1 - _HASH_MODULUS:
+                break
+            k += _HASH_MODULUS
+        return 0
+
+    def pop(self, key, default=_NO_DEFAULT, /):
+        cdef PyObject* found
+        cdef Py_hash_t wanted
+        if type(key) is int:
+            found = _DictGetItemWithError(self, key) if self else NULL
+            if found is not NULL:
+                value = <object>found
+                PyDict_DelItem(self, key)
+                self._forget(key)
+                return value
+            if default is not _NO_DEFAULT:
+                return default
+            raise KeyError(key)
+        if not self:  # (dict's pop of an empty dict hashes nothing)
+            return dict.pop(self, key) if default is _NO_DEFAULT else default
+        wanted = hash(key)
+        if default is _NO_DEFAULT:
+            value = dict.pop(self, key)
+        else:
+            value = dict.pop(self, key, default)
+        self._forget_hash(wanted)
+        return value
 
     def popitem(self):
         key, value = dict.popitem(self)
         self._forget(key)
         return key, value
 
-    def setdefault(self, key, default=None):
+    def setdefault(self, key, default=None, /):
         if key in self:
             return dict.__getitem__(self, key)
         self[key] = default
@@ -544,18 +589,62 @@ cdef class ItemMap(dict):
         return self
 
     def clear(self):
-        # The values stay alive until both the index and the dict are empty.
-        cdef list held = list(dict.values(self))
-        self._release_all()
-        self._index.Clear()
+        # The index is emptied first, while the dict still holds every value; the dict's
+        # release of them (which may run any code) comes last.
+        _release(&self._index)
         PyDict_Clear(self)
-        del held
 
     def copy(self):
         return dict(self)
 
     def __reduce__(self):
         return ItemMap, (), None, None, iter(dict.items(self))
+
+
+cdef void _release(KeyIndex* index) noexcept:
+    """Empties ``index`` and gives back its reference to every value. Call it while
+    another reference (the dict's) keeps each value alive: no code runs."""
+    cdef size_t i
+    cdef int64_t value
+    for i in range(index.capacity()):
+        value = index.ValueAt(i)
+        if value >= 0:
+            Py_XDECREF(_held(value))
+    index.Clear()
+
+
+# The collector must see the index's references too, or a value that refers back to its
+# map (an item holding its table) would keep the cycle alive for good: ItemMap's
+# traverse visits the dict's references and then the index's, and its clear empties the
+# index before the dict.
+cdef _GcType* _ITEM_MAP_TYPE = <_GcType*>ItemMap
+cdef _traverseproc _dict_traverse = _ITEM_MAP_TYPE.tp_traverse
+cdef _inquiry _dict_clear = _ITEM_MAP_TYPE.tp_clear
+
+
+cdef int _item_map_traverse(PyObject* o, _visitproc visit, void* arg) noexcept:
+    cdef int result = _dict_traverse(o, visit, arg) if _dict_traverse is not NULL else 0
+    if result:
+        return result
+    cdef KeyIndex* index = &(<ItemMap>o)._index
+    cdef size_t i
+    cdef int64_t value
+    for i in range(index.capacity()):
+        value = index.ValueAt(i)
+        if value >= 0:
+            result = visit(_held(value), arg)
+            if result:
+                return result
+    return 0
+
+
+cdef int _item_map_clear(PyObject* o) noexcept:
+    _release(&(<ItemMap>o)._index)
+    return _dict_clear(o) if _dict_clear is not NULL else 0
+
+
+_ITEM_MAP_TYPE.tp_traverse = _item_map_traverse
+_ITEM_MAP_TYPE.tp_clear = _item_map_clear
 
 
 cdef list _find_items(ItemMap items, list keys, Py_ssize_t n, bint* all_found):
@@ -577,9 +666,12 @@ cdef list _find_items(ItemMap items, list keys, Py_ssize_t n, bint* all_found):
             found = list(map(items.get, keys))
             all_found[0] = None not in found
             return found
+    # Allocated before the first lookup: an allocation may run the garbage collector,
+    # whose finalizers may change the map. From the first lookup to the last reference
+    # taken below no Python code runs.
+    found = PyList_New(n)
     for i in range(min(n, _AHEAD)):
         index.Prefetch(c_keys[i])
-    # No Python code runs between these lookups and the references taken below.
     for i in range(n):
         if i + _AHEAD < n:
             index.Prefetch(c_keys[i + _AHEAD])
@@ -588,7 +680,6 @@ cdef list _find_items(ItemMap items, list keys, Py_ssize_t n, bint* all_found):
         if item is not NULL:
             prefetch(item)
         found_items[i] = item
-    found = PyList_New(n)
     for i in range(n):
         item = found_items[i]
         if item is NULL:
@@ -606,7 +697,9 @@ def select_updates(items, keys, priorities, excluded):
 
     Every key is looked up first; then, in order, each found key that is not in
     ``excluded`` is kept with its priority converted by ``float()`` and its item. The
-    priorities of the other keys are never looked at.
+    priorities of the other keys are never looked at. ``keys`` and ``priorities`` are
+    read as they are when the call begins (a copy of each: code run by a key's
+    ``__eq__`` or a priority's ``__float__`` cannot change what is read).
 
     Args:
       items: the table's items by key.
@@ -626,13 +719,14 @@ def select_updates(items, keys, priorities, excluded):
             "keys and priorities must have the same length, "
             f"got {len(keys)} and {len(priorities)}."
         )
-    if type(keys) is not list:
-        keys = list(keys)
-    if type(priorities) is not list:
-        priorities = list(priorities)
-    cdef list key_list = keys
-    cdef list priority_list = priorities
+    cdef list key_list = list(keys)
+    cdef list priority_list = list(priorities)
     cdef Py_ssize_t n = PyList_GET_SIZE(key_list)
+    if PyList_GET_SIZE(priority_list) != n:  # a sequence whose len() and items disagree
+        raise InvalidArgumentError(
+            "keys and priorities must have the same length, "
+            f"got {n} and {PyList_GET_SIZE(priority_list)}."
+        )
     cdef list found
     cdef Py_ssize_t i
     cdef PyObject* item
@@ -655,7 +749,7 @@ def select_updates(items, keys, priorities, excluded):
         found = list(map(items.get, key_list))
         all_found = None not in found
     if all_found and not excluded:
-        return list(key_list), _floats(priority_list), found
+        return key_list, _floats(priority_list), found
     cdef list kept_keys = []
     cdef list kept_priorities = []
     cdef list targets = []
@@ -676,7 +770,8 @@ def select_updates(items, keys, priorities, excluded):
 
 
 cdef list _floats(list values):
-    """``list(map(float, values))``; exact floats are kept as they are."""
+    """``list(map(float, values))`` of a list no other code can reach; exact floats are
+    kept as they are."""
     cdef Py_ssize_t n = PyList_GET_SIZE(values)
     cdef list out = PyList_New(n)
     cdef Py_ssize_t i
@@ -688,6 +783,10 @@ cdef list _floats(list values):
         Py_INCREF(value)
         PyList_SET_ITEM(out, i, value)
     return out
+
+
+cdef extern from "structmember.h":
+    pass
 
 
 cdef extern from "Python.h":
@@ -704,6 +803,8 @@ cdef extern from "Python.h":
     _TypeObject _MemberDescrType "PyMemberDescr_Type"
     PyObject* _TypeLookup "_PyType_Lookup"(_TypeObject* type, PyObject* name) noexcept
     _TypeObject* _Type "Py_TYPE"(PyObject* o) noexcept
+    _TypeObject* _DescrType "PyDescr_TYPE"(PyObject* descr) noexcept
+    int _IsSubtype "PyType_IsSubtype"(_TypeObject* a, _TypeObject* b) noexcept
 
 cdef enum:
     _T_OBJECT = 6      # structmember.h's T_OBJECT, T_OBJECT_EX and READONLY
@@ -714,13 +815,16 @@ cdef enum:
 cdef Py_ssize_t _slot_offset(_TypeObject* type, str name) noexcept:
     """Where objects of ``type`` keep attribute ``name``: the offset of its writable
     __slots__ member when setting the attribute does no more than store the value there
-    (the type's ``__setattr__`` is object's), else -1 (a property, a ``__dict__``
-    entry, a ``__setattr__`` of its own)."""
+    (the type's ``__setattr__`` is object's, and the member is one of ``type``'s own or
+    its bases', as the member's setter requires), else -1 (a property, a ``__dict__``
+    entry, a ``__setattr__`` of its own, a member borrowed from another class)."""
     if type.tp_setattro is not &_GenericSetAttr:
         return -1
     cdef PyObject* descr = _TypeLookup(type, <PyObject*>name)
     cdef _MemberDef* member
     if descr is NULL or _Type(descr) is not &_MemberDescrType:
+        return -1
+    if not _IsSubtype(type, _DescrType(descr)):
         return -1
     member = (<_MemberDescr*>descr).d_member
     if member.type != _T_OBJECT and member.type != _T_OBJECT_EX or member.flags & _READONLY:
@@ -729,39 +833,53 @@ cdef Py_ssize_t _slot_offset(_TypeObject* type, str name) noexcept:
 
 
 def assign_priorities(targets, priorities):
-    """Sets ``targets[i].priority = priorities[i]`` (up to the shorter length)."""
+    """Sets ``targets[i].priority = priorities[i]`` (up to the shorter length).
+
+    The targets and priorities are read as they are when the call begins (code run by a
+    setter cannot change what is read).
+    """
     if type(targets) is not list or type(priorities) is not list:
         for item, priority in zip(targets, priorities):
             item.priority = priority
         return
-    cdef list target_list = targets
-    cdef list priority_list = priorities
-    cdef Py_ssize_t n = min(PyList_GET_SIZE(target_list), PyList_GET_SIZE(priority_list))
+    cdef tuple target_tuple = tuple(<list>targets)
+    cdef tuple priority_tuple = tuple(<list>priorities)
+    cdef Py_ssize_t n = min(len(target_tuple), len(priority_tuple))
     cdef Py_ssize_t i
     cdef PyObject* target
     cdef _TypeObject* slotted = NULL
     cdef Py_ssize_t offset = -1
     cdef PyObject** slot
-    cdef PyObject* old
     cdef PyObject* value
+    cdef vector[PyObject*] old_values
     if n:
         # Targets of one type with the priority in a plain slot (the table's items): the
-        # value is stored there as the slot's descriptor stores it, and the old values,
-        # released here, are asked for a few targets ahead.
-        target = PyList_GET_ITEM(target_list, 0)
+        # value is stored there as the slot's descriptor stores it, the old values asked
+        # for a few targets ahead. They are released at the end: no code runs in between.
+        target = <PyObject*>target_tuple[0]
         offset = _slot_offset(_Type(target), _PRIORITY)
         if offset >= 0:
             slotted = _Type(target)
-    for i in range(n):
-        target = PyList_GET_ITEM(target_list, i)
-        value = PyList_GET_ITEM(priority_list, i)
-        if slotted is NULL or _Type(target) is not slotted:
-            PyObject_SetAttr(<object>target, _PRIORITY, <object>value)
-            continue
-        if i + _AHEAD < n and _Type(PyList_GET_ITEM(target_list, i + _AHEAD)) is slotted:
-            prefetch((<PyObject**>(<char*>PyList_GET_ITEM(target_list, i + _AHEAD) + offset))[0])
-        slot = <PyObject**>(<char*>target + offset)
-        old = slot[0]
-        Py_INCREF(<object>value)
-        slot[0] = value
-        Py_XDECREF(old)
+    if slotted is NULL:
+        for i in range(n):
+            PyObject_SetAttr(target_tuple[i], _PRIORITY, priority_tuple[i])
+        return
+    old_values.reserve(n)
+    try:
+        for i in range(n):
+            target = <PyObject*>target_tuple[i]
+            if _Type(target) is not slotted:
+                break
+            if i + _AHEAD < n and _Type(<PyObject*>target_tuple[i + _AHEAD]) is slotted:
+                prefetch((<PyObject**>(<char*>(<PyObject*>target_tuple[i + _AHEAD]) + offset))[0])
+            value = <PyObject*>priority_tuple[i]
+            slot = <PyObject**>(<char*>target + offset)
+            old_values.push_back(slot[0])
+            Py_INCREF(<object>value)
+            slot[0] = value
+    finally:
+        for i in range(<Py_ssize_t>old_values.size()):
+            Py_XDECREF(old_values[i])
+    # From the first target of another type on: as the attribute's setter sets it.
+    for i in range(<Py_ssize_t>old_values.size(), n):
+        PyObject_SetAttr(target_tuple[i], _PRIORITY, priority_tuple[i])

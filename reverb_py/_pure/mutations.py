@@ -157,7 +157,8 @@ class ItemMap(dict[int, Any]):
     one of a subclass of ``int`` as a plain ``int``. The compiled twin also keeps an index
     of its own, key -> value in one flat C array holding a reference to each value, which
     :func:`select_updates` reads a batch of keys from: one cache line per key, fetched a
-    few keys ahead.
+    few keys ahead. Change it through its own methods: ``dict``'s, called unbound
+    (``dict.__setitem__(m, k, v)``), bypass the index. It cannot be subclassed.
     """
 
     __slots__ = ()
@@ -166,12 +167,15 @@ class ItemMap(dict[int, Any]):
         super().__init__()
         self.update(other, **kwargs)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise TypeError("type 'ItemMap' is not an acceptable base type")
+
     def __setitem__(self, key: Any, value: Any) -> None:
         if type(key) is not int or not 0 <= key <= KEY_MAX:  # noqa: E721 - exact int
             key = check_key(key)
         dict.__setitem__(self, key, value)
 
-    def setdefault(self, key: Any, default: Any = None) -> Any:
+    def setdefault(self, key: Any, default: Any = None, /) -> Any:
         if key in self:
             return self[key]
         self[key] = default
@@ -202,7 +206,9 @@ def select_updates(
 
     Every key is looked up first; then, in order, each found key that is not in
     ``excluded`` is kept with its priority converted by ``float()`` and its item. The
-    priorities of the other keys are never looked at.
+    priorities of the other keys are never looked at. ``keys`` and ``priorities`` are
+    read as they are when the call begins (a copy of each: code run by a key's
+    ``__eq__`` or a priority's ``__float__`` cannot change what is read).
 
     Args:
       items: the table's items by key.
@@ -221,6 +227,12 @@ def select_updates(
         raise InvalidArgumentError(
             f"keys and priorities must have the same length, got {len(keys)} and {len(priorities)}."
         )
+    keys = list(keys)
+    priorities = list(priorities)
+    if len(keys) != len(priorities):  # a sequence whose len() and items disagree
+        raise InvalidArgumentError(
+            f"keys and priorities must have the same length, got {len(keys)} and {len(priorities)}."
+        )
     found = list(map(items.get, keys))
     if not excluded and None not in found:
         return list(keys), list(map(float, priorities)), found
@@ -236,6 +248,12 @@ def select_updates(
 
 
 def assign_priorities(targets: Sequence[Any], priorities: Sequence[float]) -> None:
-    """Sets ``targets[i].priority = priorities[i]`` (up to the shorter length)."""
+    """Sets ``targets[i].priority = priorities[i]`` (up to the shorter length).
+
+    The targets and priorities are read as they are when the call begins (code run by a
+    setter cannot change what is read).
+    """
+    if type(targets) is list and type(priorities) is list:  # noqa: E721 - exact lists
+        targets, priorities = tuple(targets), tuple(priorities)
     for item, priority in zip(targets, priorities):
         item.priority = priority

@@ -552,7 +552,22 @@ def _map_state(mapping: dict[Any, Any]) -> Any:
 
 def _map_operation(rng: random.Random) -> tuple[str, tuple[Any, ...]]:
     key = rng.choice(
-        [rng.randrange(40), rng.randrange(40), 2**64 - 1, True, -1, 2**64, "k", 1.0, [1]]
+        [
+            rng.randrange(40),
+            rng.randrange(40),
+            2**64 - 1,
+            True,
+            -1,
+            2**64,
+            "k",
+            1.0,
+            [1],
+            # Not plain ints that the dict finds by hash and equality (numpy's, floats),
+            # and plain ints with the same hash as the small keys.
+            np.int64(rng.randrange(40)),
+            float(rng.randrange(40)),
+            2**61 - 1 + rng.randrange(40),
+        ]
     )
     value = rng.randrange(1000)
     name = rng.choice(
@@ -747,3 +762,179 @@ def test_select_updates_holds_items_a_key_comparison_removes(twin: types.ModuleT
     keys, priorities, targets = twin.select_updates(items, [2, Clearing(), 1], [5.0] * 3, ())
     assert len(items) == 0
     assert [target.key for target in targets] == keys and 2 in keys
+
+
+def test_item_map_methods_take_what_dicts_take(twin: types.ModuleType) -> None:
+    items = twin.ItemMap({1: "a"})
+    with pytest.raises(TypeError):
+        items.pop(1, default=None)  # type: ignore[call-overload]
+    with pytest.raises(TypeError):
+        items.setdefault(key=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="not an acceptable base type"):
+        type("Sub", (twin.ItemMap,), {})
+    assert items == {1: "a"}
+
+
+def test_item_map_finds_numpy_keys_by_hash(twin: types.ModuleType) -> None:
+    """A key that is not a plain int (numpy's, bool, float) removes the plain int the dict
+    finds for it, and only that one (another key with the same hash stays)."""
+    items = twin.ItemMap()
+    twin_key = 2**61 - 1 + 3  # hash(twin_key) == hash(3)
+    for key in (3, twin_key, 7, 1, 2**64 - 1):
+        items[key] = _Item(key)
+    assert items.pop(np.int64(3)).key == 3
+    del items[np.uint64(7)]
+    assert items.pop(True).key == 1
+    assert items.pop(float(2**64), "none") == "none"
+    assert list(items) == [twin_key, 2**64 - 1]
+    keys, _, targets = twin.select_updates(items, [3, twin_key, 7, 1], [1.0] * 4, ())
+    assert keys == [twin_key] and [t.key for t in targets] == [twin_key]
+    with pytest.raises(KeyError):
+        del items[np.int64(3)]
+
+
+def test_item_map_pops_numpy_keys_from_a_large_map(twin: types.ModuleType) -> None:
+    """Numpy keys (as a learner's sampled keys come) pop exactly their items, and the
+    index forgets them too."""
+    items = twin.ItemMap()
+    for key in range(20_000):
+        items[key] = key
+    popped = np.arange(0, 20_000, 7, dtype=np.uint64)
+    assert [items.pop(key) for key in popped] == popped.tolist()
+    assert len(items) == 20_000 - len(popped)
+    probe = list(range(0, 50))
+    assert twin.select_updates(items, probe, [1.0] * 50, ())[0] == [k for k in probe if k % 7]
+
+
+class _Finalised:
+    """An item whose end runs ``on_del`` (a finalizer that changes a map or a list)."""
+
+    __slots__ = ("__weakref__", "key", "on_del", "priority")
+
+    def __init__(self, key: int, on_del: Callable[[], None] | None = None) -> None:
+        self.key = key
+        self.priority = 1.0
+        self.on_del = on_del
+
+    def __del__(self) -> None:
+        if self.on_del is not None:
+            self.on_del()
+
+
+def test_item_map_cycles_through_the_map_are_collected(twin: types.ModuleType) -> None:
+    """A value that refers back to its map (an item holding its table): the cycle is
+    garbage once nothing else holds it, in both twins."""
+    import weakref
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    owner.items = twin.ItemMap()  # type: ignore[attr-defined]
+    item = _Finalised(1)
+    item.on_del = None
+    item.priority = owner  # type: ignore[assignment] - the item holds the map's owner
+    owner.items[1] = item  # type: ignore[attr-defined]
+    gone = weakref.ref(item)
+    del owner, item
+    gc.collect()
+    assert gone() is None
+
+
+def test_item_map_stays_whole_when_a_value_finalizer_changes_it(twin: types.ModuleType) -> None:
+    """Overwriting, deleting or clearing releases values whose finalizers change the map
+    again: the dict and the index agree afterwards (select_updates finds exactly the
+    dict's items)."""
+    items = twin.ItemMap()
+    items[1] = _Finalised(1, lambda: items.__setitem__(1, _Finalised(11)))
+    items[1] = _Finalised(2)  # the first value's end puts 11 in its place
+    assert items[1].key == 11
+    items[2] = _Finalised(2, lambda: items.pop(3, None))
+    items[3] = _Finalised(3)
+    del items[2]
+    assert list(items) == [1]
+    items[4] = _Finalised(4, lambda: items.__setitem__(5, _Finalised(5)))
+    items.clear()
+    assert list(items) == [5]
+    keys, _, targets = twin.select_updates(items, [1, 2, 3, 4, 5], [1.0] * 5, ())
+    assert keys == [5] and [t.key for t in targets] == [5]
+
+
+def test_select_updates_holds_items_a_collection_frees(twin: types.ModuleType) -> None:
+    """A garbage collection that runs inside select_updates (when it allocates) and whose
+    finalizer removes the key being looked up: the item found is a live one or none at
+    all, never one freed meanwhile."""
+
+    class Cycle:
+        def __init__(self, on_del: Callable[[], None]) -> None:
+            self.me = self
+            self.on_del = on_del
+
+        def __del__(self) -> None:
+            self.on_del()
+
+    items = twin.ItemMap()
+    finalised: list[int] = []
+    threshold = gc.get_threshold()
+    try:
+        for trial in range(30):
+            items[1] = _Finalised(trial, lambda trial=trial: finalised.append(trial))
+            # Lists made and kept empty the interpreter's free list of lists, so that
+            # the next list select_updates makes is a new allocation (which may collect).
+            drain = [[] for _ in range(100)]
+            pads = [Cycle(lambda: None) for _ in range(trial % 4)]
+            keys, priorities = [1], [2.0]
+            Cycle(lambda: items.pop(1, None))  # garbage for the next collection
+            gc.set_threshold(1)
+            _, _, targets = twin.select_updates(items, keys, priorities, ())
+            gc.set_threshold(*threshold)
+            # An item returned is alive: its finalizer has not run.
+            assert all(t.key == trial and trial not in finalised for t in targets)
+            del drain, pads, targets
+            gc.collect()
+    finally:
+        gc.set_threshold(*threshold)
+
+
+def test_assign_priorities_reads_the_lists_as_they_were(twin: types.ModuleType) -> None:
+    """Old priorities whose release clears the targets list, and a priority whose
+    ``__float__`` clears the priorities list: every target still gets its priority."""
+    targets: list[Any] = []
+
+    class Old:
+        def __del__(self) -> None:
+            targets.clear()
+
+    for key in range(20):
+        item = _Item(key)
+        item.priority = Old()  # type: ignore[assignment]
+        targets.append(item)
+    kept = list(targets)
+    twin.assign_priorities(targets, [float(k) for k in range(20)])
+    assert [item.priority for item in kept] == [float(k) for k in range(20)]
+
+    items = twin.ItemMap({k: _Item(k) for k in range(3)})
+    priorities: list[Any] = []
+
+    class Clearing:
+        def __float__(self) -> float:
+            priorities.clear()
+            return 7.0
+
+    priorities.extend([Clearing(), 2.0, 3.0])
+    assert twin.select_updates(items, [0, 1, 2], priorities, ())[1] == [7.0, 2.0, 3.0]
+
+
+def test_assign_priorities_refuses_a_slot_of_another_class(twin: types.ModuleType) -> None:
+    """A class that borrows another's ``priority`` slot descriptor: the descriptor's own
+    check refuses it (the compiled twin never writes through the borrowed offset)."""
+
+    class Big:
+        __slots__ = ("a", "b", "c", "d", "e", "priority")
+
+    class Small:
+        __slots__ = ()
+        priority = Big.__dict__["priority"]
+
+    with pytest.raises(TypeError, match="doesn't apply to a 'Small' object"):
+        twin.assign_priorities([Small() for _ in range(10)], [1.0] * 10)
