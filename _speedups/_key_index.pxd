@@ -22,6 +22,7 @@ cdef extern from "key_index.h" nogil:
         # Slot `i < capacity()`'s value, negative when the slot is empty (a walk over all).
         size_t capacity() noexcept
         int64_t ValueAt(size_t i) noexcept
+        uint64_t KeyAt(size_t i) noexcept
         # Starts loading where a lookup of `key` begins (a hint; results unchanged).
         void Prefetch(uint64_t key) noexcept
         # The value of `key`, or -1.

@@ -78,6 +78,7 @@ class KeyIndex {
   // value in slot `i`, negative when the slot is empty.
   size_t capacity() const { return capacity_; }
   int64_t ValueAt(size_t i) const { return table_[i].value; }
+  uint64_t KeyAt(size_t i) const { return table_[i].key; }
 
   // Starts loading the cache line where a lookup of `key` begins (a hint: no effect on
   // results), for a batch that looks keys up a few at a time ahead.

@@ -426,7 +426,9 @@ cdef enum:
     # Largest number of ints in [0, 2**64) that share one hash: 2**64 / (2**61 - 1).
     _HASH_CANDIDATES = 9
 
-cdef uint64_t _HASH_MODULUS = (1 << 61) - 1  # sys.hash_info.modulus on 64-bit builds
+import sys as _sys
+
+cdef uint64_t _HASH_MODULUS = _sys.hash_info.modulus
 
 
 cdef extern from *:
@@ -537,13 +539,34 @@ cdef class ItemMap(dict):
             return 0
         k = <uint64_t>wanted
         for j in range(_HASH_CANDIDATES):
-            value = self._index.Find(k)
-            if value >= 0 and not dict.__contains__(self, PyLong_FromUnsignedLongLong(k)):
-                self._index.Erase(k)
+            if self._index.Find(k) >= 0 and not dict.__contains__(
+                self, PyLong_FromUnsignedLongLong(k)
+            ):
+                value = self._index.Erase(k)
                 Py_XDECREF(_held(value))
             if k > <uint64_t>-1 - _HASH_MODULUS:
                 break
             k += _HASH_MODULUS
+        if <Py_ssize_t>self._index.size() != len(self):
+            # A key whose hash changed between calls, or a hash shared by more ints than
+            # the candidates (32-bit builds): every entry the dict lacks is dropped.
+            self._drop_missing()
+        return 0
+
+    cdef int _drop_missing(self) except -1:
+        """Drops every index entry whose key the dict does not have."""
+        cdef vector[uint64_t] missing
+        cdef size_t i
+        cdef int64_t value
+        for i in range(self._index.capacity()):
+            if self._index.ValueAt(i) >= 0 and not dict.__contains__(
+                self, PyLong_FromUnsignedLongLong(self._index.KeyAt(i))
+            ):
+                missing.push_back(self._index.KeyAt(i))
+        for i in range(missing.size()):
+            value = self._index.Erase(missing[i])
+            if value >= 0:
+                Py_XDECREF(_held(value))
         return 0
 
     def pop(self, key, default=_NO_DEFAULT, /):
@@ -602,15 +625,19 @@ cdef class ItemMap(dict):
 
 
 cdef void _release(KeyIndex* index) noexcept:
-    """Empties ``index`` and gives back its reference to every value. Call it while
-    another reference (the dict's) keeps each value alive: no code runs."""
+    """Empties ``index``, then gives back its reference to every value (a value the dict
+    no longer holds may run code when released: the index is empty by then)."""
+    cdef vector[PyObject*] held
     cdef size_t i
     cdef int64_t value
+    held.reserve(index.size())
     for i in range(index.capacity()):
         value = index.ValueAt(i)
         if value >= 0:
-            Py_XDECREF(_held(value))
+            held.push_back(_held(value))
     index.Clear()
+    for i in range(held.size()):
+        Py_XDECREF(held[i])
 
 
 # The collector must see the index's references too, or a value that refers back to its
@@ -643,8 +670,9 @@ cdef int _item_map_clear(PyObject* o) noexcept:
     return _dict_clear(o) if _dict_clear is not NULL else 0
 
 
-_ITEM_MAP_TYPE.tp_traverse = _item_map_traverse
-_ITEM_MAP_TYPE.tp_clear = _item_map_clear
+if _ITEM_MAP_TYPE.tp_traverse is not _item_map_traverse:
+    _ITEM_MAP_TYPE.tp_traverse = _item_map_traverse
+    _ITEM_MAP_TYPE.tp_clear = _item_map_clear
 
 
 cdef list _find_items(ItemMap items, list keys, Py_ssize_t n, bint* all_found):

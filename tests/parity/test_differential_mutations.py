@@ -629,7 +629,7 @@ def test_item_maps_agree_on_random_operations(compiled: types.ModuleType) -> Non
     (select_updates over every key, against the pure twin's plain lookups)."""
     rng = random.Random(3)
     maps = {"py": pure.ItemMap(), "cy": compiled.ItemMap()}
-    probe = list(range(41)) + [2**64 - 1]
+    probe = list(range(41)) + [2**64 - 1] + [2**61 - 1 + r for r in range(40)]
     for _ in range(3000):
         name, args = _map_operation(rng)
         outcomes = {side: _outcome(lambda m=m: _apply(m, name, args)) for side, m in maps.items()}
@@ -853,6 +853,8 @@ def test_item_map_stays_whole_when_a_value_finalizer_changes_it(twin: types.Modu
     items[3] = _Finalised(3)
     del items[2]
     assert list(items) == [1]
+    keys, _, targets = twin.select_updates(items, [1, 2, 3], [1.0] * 3, ())
+    assert keys == [1] and [t.key for t in targets] == [11]
     items[4] = _Finalised(4, lambda: items.__setitem__(5, _Finalised(5)))
     items.clear()
     assert list(items) == [5]
@@ -938,3 +940,23 @@ def test_assign_priorities_refuses_a_slot_of_another_class(twin: types.ModuleTyp
 
     with pytest.raises(TypeError, match="doesn't apply to a 'Small' object"):
         twin.assign_priorities([Small() for _ in range(10)], [1.0] * 10)
+
+
+def test_item_map_drops_what_a_key_with_a_changing_hash_removed(twin: types.ModuleType) -> None:
+    """A key whose hash differs from call to call: whatever the dict removes, the
+    compiled index forgets too (select_updates finds exactly the dict's items)."""
+    hashes = iter([6, 5, 5, 5])
+
+    class Changing:
+        def __hash__(self) -> int:
+            return next(hashes)
+
+        def __eq__(self, other: object) -> bool:
+            return other == 5
+
+    items = twin.ItemMap({5: _Item(5), 6: _Item(6)})
+    items.pop(Changing(), None)
+    keys, _, _ = twin.select_updates(items, [5, 6], [1.0, 1.0], ())
+    assert keys == [k for k in (5, 6) if k in items]
+    items.clear()
+    assert twin.select_updates(items, [5, 6], [1.0, 1.0], ()) == ([], [], [])
