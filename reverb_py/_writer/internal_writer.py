@@ -208,6 +208,13 @@ def _all_final(refs: list[Sequence[CellRef]]) -> bool:
     return True
 
 
+def _pin(refs: list[Sequence[CellRef]]) -> None:
+    """Counts one more queued item that needs each ref's chunk."""
+    for column in refs:
+        for ref in column:
+            ref._pins += 1
+
+
 class _AutoTuner:
     """Reverb's auto-tuning policy for the chunk length (see AutoTunedChunkerOptions).
 
@@ -792,13 +799,13 @@ class InternalTrajectoryWriter:
             the column already has a value in the open step. Nothing is appended then.
           TypeError: a value cannot be converted to a tensor.
         """
-        return self._append(flat, partial=False)
+        return self._append(flat, False)
 
     def AppendPartial(self, flat: Sequence[Any]) -> list[CellRef | None]:
         """Like :meth:`Append` but leaves the step open for further values."""
-        return self._append(flat, partial=True)
+        return self._append(flat, True)
 
-    def _append(self, flat: Sequence[Any], *, partial: bool) -> list[CellRef | None]:
+    def _append(self, flat: Sequence[Any], partial: bool) -> list[CellRef | None]:
         arrays: list[npt.NDArray[Any] | None] = [
             None if value is None else _to_array(value) for value in flat
         ]
@@ -966,20 +973,11 @@ class InternalTrajectoryWriter:
                 self._check_usable_locked()
             self._validate_item_locked(table, columns, squeeze, validate_signature)
             item = _Item(_RNG.getrandbits(64), table, priority, columns, squeeze)
-            ready = True
-            for column in columns:
-                for ref in column:
-                    if ref._chunk is None:
-                        ready = False
-                        break
-                if not ready:
-                    break
+            ready = _all_final(columns)
             if ready:
                 self._build_item_locked(item)
             else:
-                for column in columns:
-                    for ref in column:
-                        ref._pins += 1
+                _pin(columns)
                 self._unready.append(item)
             queue = self._queue
             # Only a new ready head needs the transport: behind an unready head the item
@@ -1028,22 +1026,22 @@ class InternalTrajectoryWriter:
             first = column[0]
             first_dtype = first._dtype
             first_shape = first._shape
-            for ref in column[1:]:
+            for other in column[1:]:
                 # PERF(validate): the dtypes of one column are nearly always one object.
-                if ref._dtype is first_dtype and ref._shape == first_shape:
+                if other._dtype is first_dtype and other._shape == first_shape:
                     continue
-                if ref._dtype != first_dtype:
+                if other._dtype != first_dtype:
                     raise InvalidArgumentError(
                         f"Error in column {index}: Column references tensors with different "
                         f"dtypes: {_dtypes.tf_dtype_name(first._dtype)} (index 0) != "
-                        f"{_dtypes.tf_dtype_name(ref._dtype)} (index {column.index(ref)})."
+                        f"{_dtypes.tf_dtype_name(other._dtype)} (index {column.index(other)})."
                     )
-                if ref._shape != first_shape:
+                if other._shape != first_shape:
                     raise InvalidArgumentError(
                         f"Error in column {index}: Column references tensors with "
                         f"incompatible shapes: {format_shape(first._shape)} (index 0) not "
-                        f"compatible with {format_shape(ref._shape)} "
-                        f"(index {column.index(ref)})."
+                        f"compatible with {format_shape(other._shape)} "
+                        f"(index {column.index(other)})."
                     )
             if squeeze[index] and len(column) != 1:
                 raise InvalidArgumentError(

@@ -41,6 +41,7 @@ NOTICE = re.compile(
 PROBE = """
 import importlib.metadata, json, pathlib
 import reverb_py
+from reverb_py._writer import engine
 speedups = pathlib.Path(reverb_py.__file__).parent / "_speedups"
 print(json.dumps({
     "implementation": reverb_py.IMPLEMENTATION,
@@ -48,6 +49,8 @@ print(json.dumps({
     "metadata_version": importlib.metadata.version("reverb_py"),
     "location": reverb_py.__file__,
     "extension_files": sorted(p.name for p in speedups.iterdir() if p.suffix in (".so", ".pyd")),
+    # A slot of a Python class is a member_descriptor, a typed field a getset_descriptor.
+    "engine_ref_field": type(vars(engine.CellRef)["_chunk"]).__name__,
 }))
 """
 
@@ -75,6 +78,7 @@ def test_sdist_has_what_a_build_needs(sdist: Sdist) -> None:
         "_speedups/*.pyx",
         "_speedups/*.pxd",
         "_speedups/*.h",
+        "reverb_py/_speedups/*.pxd",
         "protos/**/*.proto",
         "protos/*.py",
         "tests/**/*.py",
@@ -113,6 +117,8 @@ def test_sdist_installs_compiled(sdist: Sdist, tmp_path_factory: pytest.TempPath
     assert info["implementation"] == "cython"
     assert info["version"] == info["metadata_version"] == static_version()
     assert len(info["extension_files"]) == len(COMPILED_MODULES)  # type: ignore[arg-type]
+    # The engine was compiled with its declarations (reverb_py/_speedups/*.pxd).
+    assert info["engine_ref_field"] == "getset_descriptor"
 
 
 def notice_line(output: str) -> str:

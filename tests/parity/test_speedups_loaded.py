@@ -95,6 +95,28 @@ def test_compiled_code_is_live_when_required() -> None:
         assert module_file.endswith((".so", ".pyd")), module_file
 
 
+def test_compiled_engine_has_typed_fields() -> None:
+    """The engine compiled as it is reads its declarations (reverb_py/_speedups/*.pxd):
+    its classes are extension types whose fields are typed, not slots."""
+    if not os.environ.get("REVERB_PY_REQUIRE_SPEEDUPS"):
+        pytest.skip("this run does not require the compiled structures")
+    from reverb_py._writer import engine
+
+    module = engine.module
+    for name, field in (
+        ("CellRef", "_chunk"),
+        ("_Chunk", "live_refs"),
+        ("_Column", "buffer"),
+        ("_Item", "chunks"),
+        ("_AutoTuner", "length"),
+        ("InternalTrajectoryWriter", "_queue"),
+    ):
+        descriptor = vars(getattr(module, name))[field]
+        assert type(descriptor).__name__ == "getset_descriptor", (name, field)
+    with pytest.raises(AttributeError):
+        engine.CellRef.__new__(engine.CellRef).undeclared = 1  # type: ignore[attr-defined]
+
+
 def test_a_compiled_process_imports_no_pure_twin() -> None:
     """The compiled twins reach their pure twins only for unusual input, on first use."""
     if not os.environ.get("REVERB_PY_REQUIRE_SPEEDUPS"):
