@@ -16,6 +16,7 @@ if TYPE_CHECKING or _impl.IMPLEMENTATION == "python":
     from reverb_py._writer.internal_writer import (
         CLOSED_MESSAGE,
         DEFAULT_MAX_BATCH_BYTES,
+        MAX_CHUNKER_VALUE,
         AsyncWriterTransport,
         AutoTunedChunkerOptions,
         CellRef,
@@ -32,6 +33,7 @@ else:
     from reverb_py._speedups.internal_writer import (
         CLOSED_MESSAGE,
         DEFAULT_MAX_BATCH_BYTES,
+        MAX_CHUNKER_VALUE,
         AsyncWriterTransport,
         AutoTunedChunkerOptions,
         CellRef,
@@ -47,6 +49,7 @@ else:
 __all__ = [
     "CLOSED_MESSAGE",
     "DEFAULT_MAX_BATCH_BYTES",
+    "MAX_CHUNKER_VALUE",
     "AsyncWriterTransport",
     "AutoTunedChunkerOptions",
     "CellRef",

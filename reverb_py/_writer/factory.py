@@ -27,6 +27,10 @@ def check_num_keep_alive_refs(num_keep_alive_refs: int) -> None:
     """Raises ``ValueError`` unless ``num_keep_alive_refs`` is at least 1 (as Reverb)."""
     if num_keep_alive_refs < 1:
         raise ValueError(f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer")
+    if num_keep_alive_refs > engine.MAX_CHUNKER_VALUE:
+        raise ValueError(
+            f"num_keep_alive_refs ({num_keep_alive_refs}) must be <= {engine.MAX_CHUNKER_VALUE}"
+        )
 
 
 def new_writer(

@@ -76,6 +76,7 @@ __all__ = [
     "ConstantChunkerOptions",
     "DEFAULT_MAX_BATCH_BYTES",
     "InternalTrajectoryWriter",
+    "MAX_CHUNKER_VALUE",
     "OutgoingBatch",
     "WriterTransport",
     "format_shape",
@@ -166,6 +167,15 @@ class AutoTunedChunkerOptions:
 ChunkerOptions = Union[ConstantChunkerOptions, AutoTunedChunkerOptions]  # noqa: UP007 - also compiled by Cython
 
 
+# The largest chunk length and number of live references (a C ``int``, as Reverb's).
+MAX_CHUNKER_VALUE = 2**31 - 1
+
+
+def _check_at_most(name: str, value: int) -> None:
+    if value > MAX_CHUNKER_VALUE:
+        raise InvalidArgumentError(f"{name} must be <= {MAX_CHUNKER_VALUE} but got {value}.")
+
+
 def _validate_options(options: object) -> None:
     """Raises ``TypeError`` / ``ValueError`` (:class:`InvalidArgumentError`) for bad options."""
     if isinstance(options, ConstantChunkerOptions):
@@ -173,6 +183,7 @@ def _validate_options(options: object) -> None:
             raise InvalidArgumentError(
                 f"max_chunk_length must be > 0 but got {options.max_chunk_length}."
             )
+        _check_at_most("max_chunk_length", options.max_chunk_length)
         if (
             not isinstance(options.num_keep_alive_refs, int)
             or options.num_keep_alive_refs < options.max_chunk_length
@@ -181,11 +192,13 @@ def _validate_options(options: object) -> None:
                 f"num_keep_alive_refs ({options.num_keep_alive_refs}) must be >= "
                 f"max_chunk_length ({options.max_chunk_length})."
             )
+        _check_at_most("num_keep_alive_refs", options.num_keep_alive_refs)
     elif isinstance(options, AutoTunedChunkerOptions):
         if not isinstance(options.num_keep_alive_refs, int) or options.num_keep_alive_refs < 1:
             raise InvalidArgumentError(
                 f"num_keep_alive_refs must be > 0 but got {options.num_keep_alive_refs}."
             )
+        _check_at_most("num_keep_alive_refs", options.num_keep_alive_refs)
         weight = options.throughput_weight
         if not isinstance(weight, (int, float)) or not weight >= 0 or math.isinf(weight):
             raise InvalidArgumentError(

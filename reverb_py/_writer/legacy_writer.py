@@ -25,6 +25,7 @@ import numpy as np
 from reverb_py._codec import dtypes as _dtypes
 from reverb_py._codec import nest as _nest
 from reverb_py._writer.engine import (
+    MAX_CHUNKER_VALUE,
     CellRef,
     ConstantChunkerOptions,
     InternalTrajectoryWriter,
@@ -63,6 +64,10 @@ def check_arguments(
     """
     if max_sequence_length < 1:
         raise ValueError(f"max_sequence_length ({max_sequence_length}) must be a positive integer")
+    if max_sequence_length > MAX_CHUNKER_VALUE:
+        raise ValueError(
+            f"max_sequence_length ({max_sequence_length}) must be <= {MAX_CHUNKER_VALUE}"
+        )
     if chunk_length is None:
         chunk_length = min(10, max_sequence_length)
     if not 1 <= chunk_length <= max_sequence_length:

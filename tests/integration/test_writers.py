@@ -71,6 +71,27 @@ def test_legacy_writer_validation() -> None:
                 pass
 
 
+@pytest.mark.parametrize("size", [0, 2**31, 2**63])
+async def test_writer_sizes_out_of_range_are_refused_by_both_clients(size: int) -> None:
+    with reverb.Server([uniform_table()]) as server:
+        message = "must be a positive integer" if size < 1 else "must be <= 2147483647"
+        client = server.localhost_client()
+        with pytest.raises(ValueError, match=message):
+            client.trajectory_writer(size)
+        with pytest.raises(ValueError, match=message):
+            client.writer(max_sequence_length=size)
+        async_client = reverb.aio.Client(f"localhost:{server.port}")
+        try:
+            with pytest.raises(ValueError, match=message):
+                await async_client.trajectory_writer(size)
+        finally:
+            await async_client.close()
+        with client.trajectory_writer(2**31 - 1) as writer:  # the largest accepted
+            writer.append({"x": np.float32(1.0)})
+            writer.create_item("t", 1.0, {"x": writer.history["x"][-1]})
+        assert server.tables[0].info.current_size == 1
+
+
 def test_trajectory_writer_reconnects_and_resends_unconfirmed_items() -> None:
     port = free_port()
     first = reverb.Server([uniform_table()], port=port)

@@ -896,6 +896,9 @@ def test_chunker_options_compare_by_value() -> None:
         ),
         (AutoTunedChunkerOptions(0), ValueError, "num_keep_alive_refs must be > 0"),
         (AutoTunedChunkerOptions(2, -1.0), ValueError, "throughput_weight"),
+        (constant(2**31, 2**31), ValueError, "max_chunk_length must be <= 2147483647"),
+        (constant(1, 2**63), ValueError, "num_keep_alive_refs must be <= 2147483647"),
+        (AutoTunedChunkerOptions(2**63), ValueError, "num_keep_alive_refs must be <= 2147483647"),
         ("constant", TypeError, "chunker_options must be"),
     ],
 )
