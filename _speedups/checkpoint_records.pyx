@@ -7,7 +7,8 @@ behaviour and types; this module has the same API and returns the same values.
 Stored items in the layout Reverb and reverb_py write (known fields, each message field
 once, a ``FlatTrajectory`` in protobuf's own serialisation) are read straight from the
 bytes; any other record goes to the pure twin's ``decode_item``, i.e. to protobuf, so
-both twins give protobuf's answer for every input.
+both twins give protobuf's answer for every input. Insert requests and the items in them
+likewise: the layout writers send is read here, any other goes to the pure twin.
 """
 
 cimport cython
@@ -50,6 +51,7 @@ def decode_item(payload, chunks, episodes, new_item):
 __all__ = [
     "checked_chunk_header",
     "chunk_header",
+    "decode_insert_item",
     "decode_item",
     "decode_items",
     "encode_items",
@@ -58,6 +60,7 @@ __all__ = [
     "encode_stored_item",
     "frame_records",
     "masked_crc32c",
+    "split_insert_request",
     "split_records",
 ]
 
@@ -716,6 +719,16 @@ cdef inline bint _read_minimal_varint(const uint8_t** cursor, const uint8_t* end
     return cursor[0] - start == 1 or (cursor[0] - 1)[0] != 0
 
 
+cdef inline bint _read_tag(const uint8_t** cursor, const uint8_t* end,
+                           uint64_t* out) noexcept nogil:
+    """Reads a field's tag; False unless protobuf takes it: at most 5 bytes, a field
+    number from 1 to 2**29 - 1."""
+    cdef const uint8_t* start = cursor[0]
+    if not _read_varint(cursor, end, out):
+        return False
+    return cursor[0] - start <= 5 and 1 <= (out[0] >> 3) <= 0x1FFFFFFF
+
+
 cdef inline bint _skip_field(const uint8_t** cursor, const uint8_t* end,
                              uint64_t wire_type) noexcept nogil:
     """Skips an unknown field's value; False for groups and malformed values."""
@@ -745,6 +758,81 @@ cdef inline bint _is_int32(uint64_t value) noexcept nogil:
     return value <= 0x7FFFFFFFULL or value >= 0xFFFFFFFF80000000ULL
 
 
+cdef struct _Slice:
+    uint64_t key
+    int64_t offset
+    int64_t length
+    int64_t index
+
+
+cdef inline bint _open_column(const uint8_t** cursor, const uint8_t* end,
+                              const uint8_t** column_end) noexcept nogil:
+    """Reads a ``FlatTrajectory.columns`` tag and length as protobuf writes them (the
+    cursor is before ``end``); False otherwise."""
+    cdef uint64_t size
+    if cursor[0][0] != 0x0A:  # columns = 1
+        return False
+    cursor[0] += 1
+    if not _read_minimal_varint(cursor, end, &size) or size > <uint64_t>(end - cursor[0]):
+        return False
+    column_end[0] = cursor[0] + size
+    return True
+
+
+cdef inline int _next_slice(const uint8_t** cursor, const uint8_t* column_end,
+                            _Slice* out, bint* squeeze) noexcept nogil:
+    """Reads a column's next ``ChunkSlice`` into ``out``: 1; 0 at the column's end
+    (``squeeze`` set when the column says so); -1 unless the bytes are exactly what
+    protobuf writes."""
+    cdef const uint8_t* p = cursor[0]
+    cdef const uint8_t* slice_end
+    cdef uint64_t size, value
+    cdef uint8_t tag
+    cdef int field, last_field = 0
+    if p >= column_end:
+        return 0
+    tag = p[0]
+    p += 1
+    if tag == 0x10:  # squeeze = 2, written (as 1) only when true, and last
+        if not _read_minimal_varint(&p, column_end, &value) or value != 1 or p != column_end:
+            return -1
+        squeeze[0] = True
+        cursor[0] = p
+        return 0
+    if tag != 0x0A:  # chunk_slices = 1
+        return -1
+    if not _read_minimal_varint(&p, column_end, &size) or size > <uint64_t>(column_end - p):
+        return -1
+    slice_end = p + size
+    out.key = 0
+    out.offset = 0
+    out.length = 0
+    out.index = 0
+    while p < slice_end:
+        tag = p[0]
+        p += 1
+        field = tag >> 3
+        # chunk_key = 1, offset = 2, length = 3, index = 4: varints, in order, zero
+        # values left out.
+        if (tag & 7) != 0 or field <= last_field or field > 4:
+            return -1
+        last_field = field
+        if not _read_minimal_varint(&p, slice_end, &value) or value == 0:
+            return -1
+        if field == 1:
+            out.key = value
+        elif not _is_int32(value):
+            return -1
+        elif field == 2:
+            out.offset = <int32_t>value
+        elif field == 3:
+            out.length = <int32_t>value
+        else:
+            out.index = <int32_t>value
+    cursor[0] = p
+    return 1
+
+
 cdef bint _read_trajectory_keys(const uint8_t* p, const uint8_t* end,
                                 vector[uint64_t]& keys) noexcept:
     """The distinct chunk keys of a ``FlatTrajectory``, in order of first reference.
@@ -753,54 +841,24 @@ cdef bint _read_trajectory_keys(const uint8_t* p, const uint8_t* end,
     (so the item can keep them as they are).
     """
     cdef const uint8_t* column_end
-    cdef const uint8_t* slice_end
-    cdef uint64_t size, value, key
-    cdef uint8_t tag
-    cdef int last_field, field
+    cdef _Slice piece
+    cdef uint64_t key
+    cdef int status
     cdef bint squeeze
     cdef unordered_set[uint64_t] seen
     cdef size_t i
     cdef bint found
     while p < end:
-        if p[0] != 0x0A:  # columns = 1
+        if not _open_column(&p, end, &column_end):
             return False
-        p += 1
-        if not _read_minimal_varint(&p, end, &size) or size > <uint64_t>(end - p):
-            return False
-        column_end = p + size
         squeeze = False
-        while p < column_end:
-            tag = p[0]
-            p += 1
-            if squeeze:
+        while True:
+            status = _next_slice(&p, column_end, &piece, &squeeze)
+            if status < 0:
                 return False
-            if tag == 0x10:  # squeeze = 2, written (as 1) only when true and last
-                if not _read_minimal_varint(&p, column_end, &value) or value != 1:
-                    return False
-                squeeze = True
-                continue
-            if tag != 0x0A:  # chunk_slices = 1
-                return False
-            if not _read_minimal_varint(&p, column_end, &size) or size > <uint64_t>(column_end - p):
-                return False
-            slice_end = p + size
-            key = 0
-            last_field = 0
-            while p < slice_end:
-                tag = p[0]
-                p += 1
-                field = tag >> 3
-                # chunk_key = 1, offset = 2, length = 3, index = 4: varints, in order,
-                # zero values left out.
-                if (tag & 7) != 0 or field <= last_field or field > 4:
-                    return False
-                last_field = field
-                if not _read_minimal_varint(&p, slice_end, &value) or value == 0:
-                    return False
-                if field == 1:
-                    key = value
-                elif not _is_int32(value):
-                    return False
+            if status == 0:
+                break
+            key = piece.key
             if not seen.empty():
                 if seen.insert(key).second:
                     keys.push_back(key)
@@ -825,6 +883,27 @@ cdef class _TableCache:
     cdef object items
 
 
+# Results of _read_name.
+cdef enum:
+    _SAME_NAME = 0
+    _NEW_NAME = 1
+    _NOT_UTF8 = 2
+
+
+cdef int _read_name(_TableCache cache, const uint8_t* data, size_t size) except -1:
+    """Sets ``cache.name`` to the table name of these bytes (usually the last one's)."""
+    if (cache.raw is not None and <size_t>PyBytes_GET_SIZE(cache.raw) == size
+            and (size == 0 or not memcmp(PyBytes_AS_STRING(cache.raw), data, size))):
+        return _SAME_NAME
+    try:
+        name = PyUnicode_DecodeUTF8(<const char*>data, size, NULL)
+    except UnicodeDecodeError:
+        return _NOT_UTF8
+    cache.raw = PyBytes_FromStringAndSize(<const char*>data, size)
+    cache.name = name
+    return _NEW_NAME
+
+
 cdef int _decode_fast(bytes payload, dict chunks, dict episodes, dict tables,
                       object new_item, _TableCache cache) except -1:
     """Appends the item of ``payload`` to its table's list: _TAKEN, _STOP or
@@ -845,7 +924,7 @@ cdef int _decode_fast(bytes payload, dict chunks, dict episodes, dict tables,
     cdef int i
     cdef vector[uint64_t] keys
     while p < end:
-        if not _read_varint(&p, end, &tag):
+        if not _read_tag(&p, end, &tag):
             return _FALLBACK
         field = tag >> 3
         wire_type = tag & 7
@@ -856,6 +935,8 @@ cdef int _decode_fast(bytes payload, dict chunks, dict episodes, dict tables,
             if wire_type != 2 or not _read_varint(&p, end, &size) or size > <uint64_t>(end - p):
                 return _FALLBACK
             if field == 2:
+                if table_data != NULL:
+                    return _FALLBACK  # Each one must be UTF-8: protobuf's job.
                 table_data = p
                 table_size = size
             elif field == 7:
@@ -864,7 +945,7 @@ cdef int _decode_fast(bytes payload, dict chunks, dict episodes, dict tables,
                 has_timestamp = True
                 field_end = p + size
                 while p < field_end:
-                    if not _read_varint(&p, field_end, &tag):
+                    if not _read_tag(&p, field_end, &tag):
                         return _FALLBACK
                     if (tag >> 3) == 1 or (tag >> 3) == 2:
                         if (tag & 7) != 0 or not _read_varint(&p, field_end, &value):
@@ -904,15 +985,11 @@ cdef int _decode_fast(bytes payload, dict chunks, dict episodes, dict tables,
         return _FALLBACK
 
     # Table name: usually the previous item's.
-    if (cache.raw is None or <size_t>PyBytes_GET_SIZE(cache.raw) != table_size
-            or (table_size and memcmp(PyBytes_AS_STRING(cache.raw), table_data, table_size))):
-        try:
-            name = PyUnicode_DecodeUTF8(<const char*>table_data, table_size, NULL)
-        except UnicodeDecodeError:
-            return _FALLBACK
-        cache.raw = PyBytes_FromStringAndSize(<const char*>table_data, table_size)
-        cache.name = name
-        cache.items = tables.get(name)
+    cdef int name_status = _read_name(cache, table_data, table_size)
+    if name_status == _NOT_UTF8:
+        return _FALLBACK
+    if name_status == _NEW_NAME:
+        cache.items = tables.get(cache.name)
     if cache.items is None:
         return _STOP
 
@@ -996,6 +1073,183 @@ def decode_items(payloads, Py_ssize_t start, dict chunks, dict episodes, dict ta
             table_items.append(decoded[1])
         index += 1
     return index
+
+
+# ---------------------------------------------------------------------------- inserts
+
+
+def split_insert_request(data):
+    """An ``InsertStreamRequest``'s chunks, items and ``keep_chunk_keys`` (see the pure
+    twin). Anything but well-formed bytes goes to the pure twin, which raises."""
+    if type(data) is not bytes:
+        return _pure_twin().split_insert_request(data)
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(data)
+    cdef const uint8_t* end = p + PyBytes_GET_SIZE(data)
+    cdef const uint8_t* field_end
+    cdef uint64_t tag, field, wire_type, size, value
+    cdef list chunks = []
+    cdef list items = []
+    cdef list keep = []
+    while p < end:
+        if not _read_varint(&p, end, &tag):
+            return _pure_twin().split_insert_request(data)
+        field = tag >> 3
+        wire_type = tag & 7
+        if field == 0:
+            return _pure_twin().split_insert_request(data)
+        if wire_type == 2:
+            if not _read_varint(&p, end, &size) or size > <uint64_t>(end - p):
+                return _pure_twin().split_insert_request(data)
+            field_end = p + size
+            if field == 1:
+                PyList_Append(chunks, PyBytes_FromStringAndSize(<const char*>p, size))
+            elif field == 2:
+                PyList_Append(items, PyBytes_FromStringAndSize(<const char*>p, size))
+            elif field == 3:
+                while p < field_end:
+                    if not _read_varint(&p, field_end, &value):
+                        return _pure_twin().split_insert_request(data)
+                    PyList_Append(keep, PyLong_FromUnsignedLongLong(value))
+            p = field_end
+        elif wire_type == 0:
+            if not _read_varint(&p, end, &value):
+                return _pure_twin().split_insert_request(data)
+            if field == 3:
+                PyList_Append(keep, PyLong_FromUnsignedLongLong(value))
+        elif not _skip_field(&p, end, wire_type):
+            return _pure_twin().split_insert_request(data)
+    return chunks, items, keep
+
+
+cdef object _FALLBACK_ITEM = object()  # _decode_insert_fast: ask the pure twin
+
+
+cdef _TableCache _insert_names = _TableCache()  # the last inserted item's table name
+
+
+cdef object _decode_insert_fast(bytes payload, dict held, object new_item):
+    """``decode_insert_item`` for the layout Reverb and reverb_py write; _FALLBACK_ITEM
+    for any other (the pure twin decides)."""
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(payload)
+    cdef const uint8_t* end = p + PyBytes_GET_SIZE(payload)
+    cdef const uint8_t* table_data = NULL
+    cdef size_t table_size = 0
+    cdef const uint8_t* trajectory_data = NULL
+    cdef const uint8_t* trajectory_end = NULL
+    cdef const uint8_t* column_end
+    cdef uint64_t value, size
+    cdef uint64_t key = 0, priority_bits = 0
+    cdef uint8_t tag
+    cdef int64_t times_sampled = 0, total
+    cdef double priority
+    cdef int i, status
+    cdef Py_ssize_t slices
+    cdef _Slice piece
+    cdef bint squeeze, first_column = True
+    cdef PyObject* found
+    # The fields writers set, each tag one byte: key = 1, table = 2, priority = 5,
+    # times_sampled = 6, flat_trajectory = 8. Any other field (inserted_at, the old
+    # layout's, unknown ones) and anything malformed: protobuf decides.
+    while p < end:
+        tag = p[0]
+        p += 1
+        if tag == 0x08:
+            if not _read_varint(&p, end, &key):
+                return _FALLBACK_ITEM
+        elif tag == 0x12 or tag == 0x42:
+            if not _read_varint(&p, end, &size) or size > <uint64_t>(end - p):
+                return _FALLBACK_ITEM
+            if tag == 0x12:
+                if table_data != NULL:
+                    return _FALLBACK_ITEM  # Each one must be UTF-8: protobuf's job.
+                table_data = p
+                table_size = size
+            else:
+                if trajectory_data != NULL:
+                    return _FALLBACK_ITEM  # Repeated message fields merge: protobuf's job.
+                trajectory_data = p
+                trajectory_end = p + size
+            p += size
+        elif tag == 0x29:
+            if end - p < 8:
+                return _FALLBACK_ITEM
+            priority_bits = 0
+            for i in range(8):
+                priority_bits |= (<uint64_t>p[i]) << (8 * i)
+            p += 8
+        elif tag == 0x30:
+            if not _read_varint(&p, end, &value):
+                return _FALLBACK_ITEM
+            times_sampled = <int32_t>value
+        else:
+            return _FALLBACK_ITEM
+    if trajectory_data == NULL:
+        return None  # no columns
+
+    # The columns, in protobuf's own serialisation, each slice checked against its chunk.
+    cdef list item_chunks = []
+    cdef set seen = set()
+    p = trajectory_data
+    while p < trajectory_end:
+        if not _open_column(&p, trajectory_end, &column_end):
+            return _FALLBACK_ITEM
+        squeeze = False
+        total = 0
+        slices = 0
+        while True:
+            status = _next_slice(&p, column_end, &piece, &squeeze)
+            if status < 0:
+                return _FALLBACK_ITEM
+            if status == 0:
+                break
+            key_object = PyLong_FromUnsignedLongLong(piece.key)
+            found = PyDict_GetItem(held, key_object)
+            if found == NULL:
+                return None
+            chunk = <object>found
+            if chunk.defect is not None:
+                return None
+            steps = chunk.steps
+            if not (0 <= piece.index < len(steps) and piece.offset >= 0 and piece.length >= 0
+                    and piece.offset + piece.length <= steps[piece.index]):
+                return None
+            if key_object not in seen:
+                seen.add(key_object)
+                item_chunks.append(chunk)
+            total += piece.length
+            slices += 1
+        if first_column and slices == 0:
+            return None  # the first column has no slice
+        first_column = False
+        if squeeze and total != 1:
+            return None
+    if first_column:
+        return None  # no columns
+
+    cdef _TableCache names = _insert_names
+    if _read_name(names, table_data, table_size) == _NOT_UTF8:
+        return _FALLBACK_ITEM
+    memcpy(&priority, &priority_bits, 8)
+    return names.name, new_item(
+        PyLong_FromUnsignedLongLong(key),
+        priority,
+        PyBytes_FromStringAndSize(<const char*>trajectory_data, trajectory_end - trajectory_data),
+        tuple(item_chunks),
+        tuple([chunk.episode_id for chunk in item_chunks]),
+        PyLong_FromLongLong(times_sampled),
+        0,
+    )
+
+
+def decode_insert_item(payload, held, new_item):
+    """An inserted ``PrioritizedItem`` as ``(table name, item)`` when the insert stream
+    can take it as it is, or None (see the pure twin). The layout Reverb and reverb_py
+    write is read straight from the bytes; any other goes to the pure twin."""
+    if type(payload) is bytes and type(held) is dict:
+        result = _decode_insert_fast(<bytes>payload, <dict>held, new_item)
+        if result is not _FALLBACK_ITEM:
+            return result
+    return _pure_twin().decode_insert_item(payload, held, new_item)
 
 
 # ---------------------------------------------------------------------------- samples

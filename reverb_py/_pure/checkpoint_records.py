@@ -21,6 +21,10 @@ too). Stored items are decoded with protobuf here. The compiled twin reads the l
 Reverb and reverb_py write straight from the bytes and hands anything else (unusual
 field order or encodings, unknown fields, malformed bytes) to :func:`decode_item`
 below, so both give protobuf's answer for every input.
+
+:func:`split_insert_request` and :func:`decode_insert_item` do the same for the insert
+stream's requests and the items in them (the compiled twin reads the layout writers send,
+and hands any other to the functions here).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from reverb_py._codec.fields import checked_chunk_header, chunk_header
+from reverb_py._codec.fields import checked_chunk_header, chunk_header, message_fields, read_varint
 from reverb_py._proto import schema_pb2
 from reverb_py._pure._common import (
     CRC,
@@ -56,6 +60,7 @@ with warnings.catch_warnings():
 __all__ = [
     "checked_chunk_header",
     "chunk_header",
+    "decode_insert_item",
     "decode_item",
     "decode_items",
     "encode_items",
@@ -64,6 +69,7 @@ __all__ = [
     "encode_stored_item",
     "frame_records",
     "masked_crc32c",
+    "split_insert_request",
     "split_records",
 ]
 
@@ -302,6 +308,105 @@ def decode_items(
         table_items.append(decoded[1])
         index += 1
     return index
+
+
+# ---------------------------------------------------------------------------- inserts
+
+
+def split_insert_request(data: bytes) -> tuple[list[bytes], list[bytes], list[int]]:
+    """An ``InsertStreamRequest``'s chunks and items (the bytes of each, not decoded)
+    and its ``keep_chunk_keys``, in order. Fields of other numbers or wire types are
+    skipped (as protobuf keeps them aside).
+
+    Raises:
+      InvalidArgumentError: the bytes are not a well-formed message.
+    """
+    chunks: list[bytes] = []
+    items: list[bytes] = []
+    keep: list[int] = []
+    for field, wire_type, value in message_fields(data):
+        if field == 1 and wire_type == 2:
+            chunks.append(bytes(value))
+        elif field == 2 and wire_type == 2:
+            items.append(bytes(value))
+        elif field == 3:
+            if wire_type == 0:
+                keep.append(value)
+            elif wire_type == 2:
+                pos = 0
+                while pos < len(value):
+                    key, pos = read_varint(value, pos)
+                    keep.append(key)
+    return chunks, items, keep
+
+
+def decode_insert_item(
+    payload: bytes, held: Mapping[int, Any], new_item: ItemFactory
+) -> tuple[str, Any] | None:
+    """An inserted ``PrioritizedItem`` as ``(table name, item)`` when the insert stream
+    can take it as it is; None otherwise (the caller then parses it with protobuf and
+    reports what is wrong, or takes it in a layout this function leaves to protobuf).
+
+    It is taken when the bytes parse, the item names neither ``inserted_at`` nor the old
+    layout's fields, its first column has a slice, and every slice fits a chunk of
+    ``held`` (by key; objects with ``steps``, ``defect`` and ``episode_id`` as the
+    server's chunks): no ``defect``, ``0 <= index < len(steps)``, ``offset`` and
+    ``length`` not negative, ``offset + length <= steps[index]``; a squeezed column's
+    slices hold exactly one step.
+
+    The item is ``new_item(key, priority, trajectory, chunks, episode_ids,
+    times_sampled, 0)``: ``trajectory`` is the serialised ``FlatTrajectory`` as protobuf
+    writes it, ``chunks`` the chunks referenced, each once, in order of first reference.
+    """
+    try:
+        message = _parse_item(payload)
+    except DecodeError:
+        return None
+    if (
+        message.HasField("inserted_at")
+        or len(message.deprecated_chunk_keys)
+        or message.HasField("deprecated_sequence_range")
+    ):
+        return None
+    trajectory = message.flat_trajectory
+    columns = trajectory.columns
+    if not columns or not columns[0].chunk_slices:
+        return None
+    item_chunks: list[Any] = []
+    seen: set[int] = set()
+    for column in columns:
+        total = 0
+        for piece in column.chunk_slices:
+            key = piece.chunk_key
+            chunk = held.get(key)
+            if chunk is None or chunk.defect is not None:
+                return None
+            steps = chunk.steps
+            offset = piece.offset
+            length = piece.length
+            index = piece.index
+            if not (
+                0 <= index < len(steps)
+                and offset >= 0
+                and length >= 0
+                and offset + length <= steps[index]
+            ):
+                return None
+            if key not in seen:
+                seen.add(key)
+                item_chunks.append(chunk)
+            total += length
+        if column.squeeze and total != 1:
+            return None
+    return message.table, new_item(
+        message.key,
+        message.priority,
+        trajectory.SerializeToString(),
+        tuple(item_chunks),
+        tuple([chunk.episode_id for chunk in item_chunks]),
+        message.times_sampled,
+        0,
+    )
 
 
 # ---------------------------------------------------------------------------- samples

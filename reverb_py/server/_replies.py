@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from reverb_py import _impl
-from reverb_py._codec.fields import message_fields, read_varint
 from reverb_py.server._chunks import Chunk
 from reverb_py.table import SampledItem
 
-__all__ = ["InsertRequest", "parse_insert_request", "sample_info", "sample_responses"]
+__all__ = ["parse_insert_request", "sample_info", "sample_responses"]
 
 # Reverb's limit: chunk bytes per sample response before splitting.
 _MAX_RESPONSE_CHUNK_BYTES = 2 * 1024 * 1024
@@ -23,34 +22,14 @@ _MAX_RESPONSE_CHUNK_BYTES = 2 * 1024 * 1024
 _END_OF_SEQUENCE = b"\x18\x01"  # field 3, varint, true
 
 
-class InsertRequest:
-    """An ``InsertStreamRequest`` split into its fields (chunks and items as bytes)."""
+def parse_insert_request(data: bytes) -> tuple[list[bytes], list[bytes], list[int]]:
+    """Splits an ``InsertStreamRequest`` into its chunks, items (bytes each, not decoded)
+    and ``keep_chunk_keys``.
 
-    __slots__ = ("chunks", "items", "keep_chunk_keys")
-
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-        self.items: list[bytes] = []
-        self.keep_chunk_keys: list[int] = []
-
-
-def parse_insert_request(data: bytes) -> InsertRequest:
-    """Splits an ``InsertStreamRequest`` without decoding its chunks."""
-    request = InsertRequest()
-    for field, wire_type, value in message_fields(data):
-        if field == 1 and wire_type == 2:
-            request.chunks.append(bytes(value))
-        elif field == 2 and wire_type == 2:
-            request.items.append(bytes(value))
-        elif field == 3:
-            if wire_type == 0:
-                request.keep_chunk_keys.append(value)
-            elif wire_type == 2:
-                pos = 0
-                while pos < len(value):
-                    key, pos = read_varint(value, pos)
-                    request.keep_chunk_keys.append(key)
-    return request
+    Raises:
+      InvalidArgumentError: the bytes are not a well-formed message.
+    """
+    return _impl.checkpoint_records.split_insert_request(data)
 
 
 def sample_info(table_field: bytes, record: SampledItem) -> bytes:

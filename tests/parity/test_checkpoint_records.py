@@ -25,7 +25,7 @@ import pytest
 from reverb_py import _impl
 from reverb_py._codec import chunk as _chunk_codec
 from reverb_py._codec.fields import TENSOR_DTYPES
-from reverb_py._proto import schema_pb2, tensor_pb2, tensor_shape_pb2
+from reverb_py._proto import reverb_service_pb2, schema_pb2, tensor_pb2, tensor_shape_pb2
 from reverb_py.errors import InvalidArgumentError
 from reverb_py.table import Item
 from tests.helpers import compiled_module
@@ -484,6 +484,11 @@ UNUSUAL_ITEMS = [
     _stored(_ld(1, _ld(1, SLICE)), _ld(2, b"")),  # table ""
     _stored(_ld(1, _ld(1, _slice_bytes((1, b"\x63"))))),  # chunk 99 is missing
     _stored(_ld(1, _ld(1, SLICE)), _ld(7, _field(1, 0, b"\xff" * 9 + b"\x01"))),  # -1 s
+    _stored(_ld(1, _ld(1, SLICE)), b"\xf8\xff\xff\xff\x0f\x01"),  # field 2**29 - 1
+    _stored(_ld(1, _ld(1, SLICE)), b"\x80\x80\x80\x80\x10\x01"),  # field 2**29
+    _stored(_ld(1, _ld(1, SLICE)), b"\xb0\x80\x80\x80\x80\x00\x01"),  # a 6-byte tag
+    _stored(_ld(1, _ld(1, SLICE)), _ld(7, b"\x80\x80\x80\x80\x10\x01")),  # in the stamp
+    _ld(2, b"\xff") + _stored(_ld(1, _ld(1, SLICE))),  # a first table name not UTF-8
     _stored(_ld(1, _ld(1, SLICE)), _ld(7, _field(1, 0, b"\xff" * 8 + b"\x7f"))),  # 2**63-1 s
 ]
 
@@ -1064,3 +1069,278 @@ def test_checked_chunk_header_delta_encoded_chunks(
         "tensor 0 (int32, shape [4, 3, 3]) holds 96 bytes of data, its shape needs 144"
     )
     assert not _decodes(list(chunk.data.tensors), True)
+
+
+# ---------------------------------------------------------------------------- inserts
+
+
+class _HeldChunk:
+    """A chunk as an insert stream holds it (the attributes the checks read)."""
+
+    def __init__(self, key: int, steps: tuple[int, ...], defect: str | None = None) -> None:
+        self.key = key
+        self.steps = steps
+        self.defect = defect
+        self.episode_id = key * 7 % 1000
+
+
+HELD = {
+    1: _HeldChunk(1, (5, 5, 1)),
+    2: _HeldChunk(2, (300,)),
+    3: _HeldChunk(3, (1, 2, 3)),
+    127: _HeldChunk(127, (10, 10)),
+    128: _HeldChunk(128, (4,), defect="it holds no tensors"),
+    2**32: _HeldChunk(2**32, ()),
+    KEY_MAX: _HeldChunk(KEY_MAX, (2**31 + 5, 2**31 + 5, 2**31 + 5)),
+    0: _HeldChunk(0, (3, 3, 3)),
+}
+
+
+def _insert_item(module: types.ModuleType, payload: Any, held: Any = None) -> tuple[Any, ...]:
+    """``decode_insert_item``'s outcome, its item as a comparable state."""
+    held = HELD if held is None else held
+    outcome = _outcome(lambda: module.decode_insert_item(payload, held, Item))
+    if outcome[0] == "ok" and outcome[1] is not None:
+        table, item = outcome[1]
+        return ("ok", table, _item_state(item))
+    return outcome
+
+
+def _reference_insert_item(payload: bytes) -> tuple[str, tuple[Any, ...]] | None:
+    """What the insert stream takes, from protobuf's parse and the checks as written."""
+    try:
+        message = schema_pb2.PrioritizedItem.FromString(payload)
+    except Exception:  # noqa: BLE001 - malformed: not taken
+        return None
+    if message.HasField("inserted_at") or len(message.deprecated_chunk_keys):
+        return None
+    if message.HasField("deprecated_sequence_range"):
+        return None
+    columns = message.flat_trajectory.columns
+    if not columns or not columns[0].chunk_slices:
+        return None
+    chunks: list[Any] = []
+    for column in columns:
+        total = 0
+        for piece in column.chunk_slices:
+            chunk = HELD.get(piece.chunk_key)
+            if chunk is None or chunk.defect is not None:
+                return None
+            if not 0 <= piece.index < len(chunk.steps):
+                return None
+            if piece.offset < 0 or piece.length < 0:
+                return None
+            if piece.offset + piece.length > chunk.steps[piece.index]:
+                return None
+            if chunk not in chunks:
+                chunks.append(chunk)
+            total += piece.length
+        if column.squeeze and total != 1:
+            return None
+    return message.table, (
+        message.key,
+        message.flat_trajectory.SerializeToString(),
+        tuple(id(chunk) for chunk in chunks),
+        tuple(chunk.episode_id for chunk in chunks),
+        message.times_sampled,
+    )
+
+
+def _insertable_item(rng: random.Random) -> schema_pb2.PrioritizedItem:
+    """A random item as writers send it (no ``inserted_at``), often one that fits."""
+    item = _random_item(rng)
+    item.ClearField("inserted_at")
+    if rng.random() < 0.5:
+        trajectory = schema_pb2.FlatTrajectory()
+        for _ in range(rng.choice([1, 1, 3])):
+            column = trajectory.columns.add()
+            for _ in range(rng.choice([1, 1, 2])):
+                column.chunk_slices.add(
+                    chunk_key=rng.choice([1, 3, 0, KEY_MAX]),
+                    offset=rng.choice([0, 0, 1]),
+                    length=1,
+                    index=rng.choice([0, 0, 1, 2]),
+                )
+            column.squeeze = len(column.chunk_slices) == 1 and rng.random() < 0.5
+        item.flat_trajectory.CopyFrom(trajectory)
+    return item
+
+
+def _check_insert_item(twins: tuple[types.ModuleType, types.ModuleType], payload: bytes) -> Any:
+    pure, compiled = twins
+    result = _insert_item(pure, payload)
+    assert _insert_item(compiled, payload) == result
+    reference = _reference_insert_item(payload)
+    if reference is None:
+        assert result == ("ok", None)
+    else:
+        table, (key, trajectory, chunk_ids, episode_ids, times_sampled) = reference
+        assert result[:2] == ("ok", table)
+        state = result[2]
+        assert (state[0], state[2], state[3], state[4], state[5], state[6]) == (
+            key,
+            trajectory,
+            chunk_ids,
+            episode_ids,
+            times_sampled,
+            0,
+        )
+    return result
+
+
+def test_decode_insert_item_of_random_items(
+    twins: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    rng = random.Random(11)
+    taken = 0
+    for _ in range(3000):
+        result = _check_insert_item(twins, _insertable_item(rng).SerializeToString())
+        taken += result != ("ok", None)
+    assert taken > 500  # the workload reaches both outcomes
+
+
+@pytest.mark.parametrize("index", range(len(UNUSUAL_ITEMS)))
+def test_decode_insert_item_of_unusual_items(
+    twins: tuple[types.ModuleType, types.ModuleType], index: int
+) -> None:
+    _check_insert_item(twins, UNUSUAL_ITEMS[index])
+
+
+def test_decode_insert_item_of_damaged_items(
+    twins: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    rng = random.Random(12)
+    sources = [_insertable_item(rng).SerializeToString() for _ in range(60)] + UNUSUAL_ITEMS
+    for source in sources:
+        for damaged in _mutations(rng, source, 25):
+            _check_insert_item(twins, damaged)
+
+
+@pytest.mark.parametrize(
+    ("slices", "squeeze", "taken"),
+    [
+        ([(1, 0, 1, 2)], True, True),  # tensor 2 of chunk 1 holds 1 step
+        ([(1, 4, 1, 0)], False, True),  # the last step of 5
+        ([(1, 4, 2, 0)], False, False),  # past the chunk's steps
+        ([(1, 0, 1, 3)], False, False),  # no tensor 3
+        ([(1, -1, 1, 0)], False, False),  # negative offset
+        ([(1, 0, -1, 0)], False, False),  # negative length
+        ([(128, 0, 1, 0)], False, False),  # a chunk with a defect
+        ([(2**32, 0, 0, 0)], False, False),  # a chunk without tensors
+        ([(99, 0, 1, 0)], False, False),  # a chunk the stream does not hold
+        ([(1, 0, 2, 0)], True, False),  # squeezed, 2 steps
+        ([(1, 0, 1, 0), (3, 0, 1, 0)], True, False),  # squeezed, 2 slices of 1
+        ([(1, 0, 0, 0)], True, False),  # squeezed, no step
+        ([(KEY_MAX, 2**31 - 1, 6, 1)], False, True),  # int32 bounds, large chunks
+        ([], False, False),  # the first column without a slice
+    ],
+)
+def test_decode_insert_item_checks_each_slice(
+    twins: tuple[types.ModuleType, types.ModuleType],
+    slices: list[tuple[int, int, int, int]],
+    squeeze: bool,
+    taken: bool,
+) -> None:
+    item = schema_pb2.PrioritizedItem(key=9, table="replay", priority=1.5)
+    column = item.flat_trajectory.columns.add(squeeze=squeeze)
+    for key, offset, length, index in slices:
+        column.chunk_slices.add(chunk_key=key, offset=offset, length=length, index=index)
+    item.flat_trajectory.columns.add().chunk_slices.add(chunk_key=3, length=1)
+    result = _check_insert_item(twins, item.SerializeToString())
+    assert (result != ("ok", None)) == taken
+    # The same slice in a later column is checked the same way.
+    later = schema_pb2.PrioritizedItem(key=9, table="replay", priority=1.5)
+    later.flat_trajectory.columns.add().chunk_slices.add(chunk_key=3, length=1)
+    later.flat_trajectory.columns.append(item.flat_trajectory.columns[0])
+    result = _check_insert_item(twins, later.SerializeToString())
+    assert (result != ("ok", None)) == (taken or not slices)
+
+
+def test_decode_insert_item_reads_writers_items_itself(
+    twins: tuple[types.ModuleType, types.ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Items as writers send them are decoded without the pure twin; others go to it."""
+    _, compiled = twins
+
+    def no_twin() -> Any:
+        raise AssertionError("handed to the pure twin")
+
+    monkeypatch.setattr(compiled, "_pure_twin", no_twin)
+    message = schema_pb2.FlatTrajectory()
+    message.columns.add(squeeze=True).chunk_slices.add(chunk_key=1, length=1, index=2)
+    column = message.columns.add()
+    column.chunk_slices.add(chunk_key=3, length=1)
+    column.chunk_slices.add(chunk_key=0, offset=1, length=2, index=1)
+    trajectory = message.SerializeToString()
+    payload = _impl.wire.encode_item(2**64 - 2, TABLE_FIELD, 0.25, trajectory)
+    table, item = compiled.decode_insert_item(payload, HELD, Item)
+    assert (table, item.key, item.priority, item.trajectory) == (
+        "replay",
+        2**64 - 2,
+        0.25,
+        trajectory,
+    )
+    assert item.chunks == (HELD[1], HELD[3], HELD[0])
+    # A bad slice in the usual layout is not taken, still without the twin.
+    column_field = _impl.wire.encode_column([(b"\x08\x01", 0, 9)], False)  # 9 steps of 5
+    bad = _impl.wire.encode_item(1, TABLE_FIELD, 0.25, column_field)
+    assert compiled.decode_insert_item(bad, HELD, Item) is None
+    with pytest.raises(AssertionError, match="pure twin"):
+        compiled.decode_insert_item(UNUSUAL_ITEMS[0], HELD, Item)  # fields out of order
+    with pytest.raises(AssertionError, match="pure twin"):
+        compiled.decode_insert_item(bytearray(payload), HELD, Item)
+
+
+def _insert_request(rng: random.Random) -> bytes:
+    request = reverb_service_pb2.InsertStreamRequest()
+    for _ in range(rng.choice([0, 1, 3])):
+        request.chunks.add(chunk_key=rng.getrandbits(64), sequence_range={"start": 1, "end": 2})
+    for _ in range(rng.choice([0, 1, 4])):
+        request.items.add().CopyFrom(_insertable_item(rng))
+    request.keep_chunk_keys.extend(
+        rng.getrandbits(rng.choice([7, 64])) for _ in range(rng.choice([0, 1, 30]))
+    )
+    return request.SerializeToString()
+
+
+def _split(module: types.ModuleType, data: Any) -> tuple[Any, ...]:
+    return _outcome(lambda: module.split_insert_request(data))
+
+
+UNUSUAL_REQUESTS = [
+    b"",
+    _field(3, 0, b"\x05") + _field(3, 0, b"\x80\x01"),  # keep keys unpacked
+    _ld(3, b"\x05") + _field(3, 0, b"\x06") + _ld(3, b"\x07\x08"),  # packed and not
+    _ld(3, b"\x80"),  # a packed key cut short
+    _ld(3, b"\xff" * 9 + b"\x7f"),  # a key of 10 bytes beyond 64 bits
+    _ld(3, b"\xff" * 9 + b"\x01"),  # the largest key
+    _ld(1, b"chunk") + _field(1, 0, b"\x01") + _ld(2, b"item") + _field(2, 5, b"abcd"),
+    _ld(9, b"unknown") + _field(10, 1, b"12345678") + _ld(2, b""),
+    _field(11, 3, b"") + _field(11, 4, b""),  # a group
+    _field(0, 0, b"\x01"),  # field number 0
+    _field(2, 2, b"\x05ab"),  # a length past the end
+    _field(2, 6, b""),  # wire type 6
+    _field(4, 1, b"123"),  # a fixed64 cut short
+    b"\x80",  # a tag cut short
+]
+
+
+def test_split_insert_request(twins: tuple[types.ModuleType, types.ModuleType]) -> None:
+    pure, compiled = twins
+    rng = random.Random(13)
+    sources = [_insert_request(rng) for _ in range(200)]
+    for data in sources:
+        result = _split(pure, data)
+        assert _split(compiled, data) == result
+        message = reverb_service_pb2.InsertStreamRequest.FromString(data)
+        chunks, items, keep = result[1]
+        assert chunks == [chunk.SerializeToString() for chunk in message.chunks]
+        assert items == [item.SerializeToString() for item in message.items]
+        assert keep == list(message.keep_chunk_keys)
+    for data in UNUSUAL_REQUESTS + [d for s in sources[:60] for d in _mutations(rng, s, 10)]:
+        result = _split(pure, data)
+        assert _split(compiled, data) == result
+        if result[0] == "error":
+            assert result[1] is InvalidArgumentError
+    assert _split(compiled, bytearray(sources[0])) == _split(pure, bytearray(sources[0]))
+    assert _split(compiled, UNUSUAL_REQUESTS[2])[1][2] == [5, 6, 7, 8]
