@@ -871,6 +871,45 @@ async def test_items_inconsistent_with_their_chunks_are_refused(channel, server,
             np.testing.assert_array_equal(sample.data[0], expected[sample.info.key])
 
 
+async def test_items_in_another_layout_go_in_as_protobuf_reads_them(channel, server) -> None:
+    # Item 7: rows 1 and 2 of chunk 42, as writers send it. Item 8: the same slice with the
+    # fields of every message in reverse order, an explicit zero and an unknown field.
+    # Item 9: as item 8, but its slice runs past the chunk.
+    ld = _impl.wire.length_delimited
+
+    def reordered(key: int, length: int, chunk_key: int = 42) -> bytes:
+        piece = b"\x20\x00" + bytes([0x18, length, 0x10, 0x01, 0x08, chunk_key])
+        trajectory = ld(b"\x0a", ld(b"\x0a", piece))
+        return b"".join(
+            [
+                b"\x78\x05",  # field 15, unknown
+                ld(b"\x42", trajectory),
+                b"\x29" + struct.pack("<d", 1.0),
+                ld(b"\x12", b"uniform"),
+                bytes([0x08, key]),
+            ]
+        )
+
+    usual = sliced_item(7, [(42, 1, 2, 0)])
+    request = ld(b"\x0a", good_chunk()) + b"".join(
+        ld(b"\x12", item) for item in [usual.SerializeToString(), reordered(8, 2)]
+    )
+    assert await raw_insert(channel, [request]) == [7, 8]
+    items = {item.key: item for item in server.tables[0].items()}
+    # Both hold the trajectory as protobuf writes it, and the same chunk.
+    assert items[7].trajectory == items[8].trajectory == usual.flat_trajectory.SerializeToString()
+    assert items[7].chunks == items[8].chunks
+    # A slice past its chunk is refused in that layout too, with the usual message.
+    await expect_status(
+        raw_insert(channel, [ld(b"\x0a", good_chunk(43)) + ld(b"\x12", reordered(9, 4, 43))]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "Item 9: column 0 slice 0 (chunk 43): offset 1 + length 4 > the chunk's 4 steps",
+    )
+    async with reverb_py.aio.Client(f"localhost:{server.port}") as client:
+        async for sample in client.sample("uniform", 4, emit_timesteps=False):
+            np.testing.assert_array_equal(sample.data[0], GOOD_ROWS[1:3])
+
+
 async def test_chunks_of_every_kind_of_tensor_are_accepted(channel, server) -> None:
     # Delta-encoded integers, strings, a scalar per step, an empty tensor, all of sizes
     # that fit their shapes.
