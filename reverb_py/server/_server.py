@@ -81,6 +81,40 @@ def _server_id(host: str, port: int) -> str:
     return f"{name}:{port}"
 
 
+_FREE_PORT_ATTEMPTS = 5
+
+
+def _refused_addresses(host: str, port: int) -> list[str]:
+    """The addresses of ``host`` whose ``port`` refuses TCP connections (a listener that
+    was bound a moment ago accepts them); addresses of a family the machine lacks are not
+    counted."""
+    if host == "localhost":
+        # As gRPC binds it: both loopback addresses, whatever the resolver says.
+        targets: list[tuple[int, Any]] = [
+            (socket.AF_INET6, ("::1", port)),
+            (socket.AF_INET, ("127.0.0.1", port)),
+        ]
+    else:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError:
+            return []
+        targets = [(family, sockaddr) for family, _, _, _, sockaddr in infos]
+    if len(targets) < 2:
+        return []
+    refused = []
+    for family, sockaddr in targets:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.settimeout(1.0)
+            try:
+                probe.connect(sockaddr)
+            except ConnectionRefusedError:
+                refused.append(str(sockaddr[0]))
+            except OSError:
+                pass
+    return refused
+
+
 class Server:
     """Serves tables over gRPC at Reverb's method paths, from a background thread.
 
@@ -252,7 +286,7 @@ class Server:
     def checkpointer(self) -> Any:
         return self._checkpointer
 
-    async def _start(self, host: str, port: int) -> int:
+    async def _start(self, host: str, port: int, attempts: int = _FREE_PORT_ATTEMPTS) -> int:
         on_refused = None
         if self._metrics is not None:
             metrics = self._metrics
@@ -292,6 +326,13 @@ class Server:
             if port:
                 reason = f"port {port} is already in use, or {reason}"
             raise ValueError(f"Failed to bind the gRPC server to {host}:{port}: {reason}")
+        if port == 0 and attempts > 1 and _refused_addresses(host, bound):
+            # NOTE(free-port): gRPC binds every address of the host on the port it got for
+            # the first one, and keeps the server when some other address had that port
+            # taken already (by another program's socket): clients of those addresses would
+            # be refused. Another free port is asked for instead.
+            await self._grpc_server.stop(None)
+            return await self._start(host, port, attempts - 1)
         servicer.server_id = _server_id(host, bound)
         await self._grpc_server.start()
         # The checkpoint was loaded before the server started: it serves from now on.

@@ -158,6 +158,56 @@ def test_a_port_in_use_by_a_plain_socket_is_refused() -> None:
             Server([uniform_table()], port=port, host="127.0.0.1")
 
 
+def _loopback_listener(family: int) -> socket.socket:
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.bind(("::1" if family == socket.AF_INET6 else "127.0.0.1", 0))
+    listener.listen()
+    return listener
+
+
+def test_refused_addresses_names_the_loopback_address_not_listening() -> None:
+    from reverb_py.server import _server
+
+    try:
+        listener = _loopback_listener(socket.AF_INET6)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    with listener:
+        port = listener.getsockname()[1]
+        # "localhost" is both loopback addresses (as gRPC binds it): 127.0.0.1 refuses
+        # (nobody holds the port there), [::1] accepts.
+        assert _server._refused_addresses("localhost", port) == ["127.0.0.1"]
+        assert _server._refused_addresses("::1", port) == []  # one address: not checked
+    with _loopback_listener(socket.AF_INET) as listener:
+        port = listener.getsockname()[1]
+        refused = _server._refused_addresses("localhost", port)
+        assert refused in ([], ["::1"])  # [] where the machine has no IPv6
+
+
+def test_a_free_port_taken_on_another_address_of_the_host_is_asked_for_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from reverb_py.server import _server
+
+    checked: list[int] = []
+    real = _server._refused_addresses
+
+    def first_port_refused(host: str, port: int) -> list[str]:
+        checked.append(port)
+        return ["127.0.0.1"] if len(checked) == 1 else real(host, port)
+
+    monkeypatch.setattr(_server, "_refused_addresses", first_port_refused)
+    with Server([uniform_table()], port=0) as server:
+        assert len(checked) == 2 and server.port == checked[1]
+        assert set(Client(f"localhost:{server.port}").server_info(timeout=10)) == {"t"}
+    # An explicit port is not changed.
+    with Server([uniform_table()], port=0) as first:
+        pass
+    checked.clear()
+    with Server([uniform_table()], port=first.port) as server:
+        assert server.port == first.port and checked == []
+
+
 def test_an_unresolvable_host_is_a_clean_value_error() -> None:
     # The suite turns warnings into errors: a coroutine never awaited would fail here.
     with pytest.raises(ValueError, match="'no-such-host.invalid' is not an address"):
