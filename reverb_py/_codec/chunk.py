@@ -29,6 +29,7 @@ __all__ = [
     "decode_chunk",
     "encode_chunk",
     "encode_column_chunk",
+    "encode_plain_column_chunk",
     "unpack_columns",
     "unpack_trajectory",
 ]
@@ -142,6 +143,24 @@ def encode_column_chunk(
     )
     return _impl.wire.encode_chunk_data(
         chunk_key, episode_id, start, end, sparse, delta_encoded, [tensor], uncompressed
+    )
+
+
+def encode_plain_column_chunk(
+    chunk_key: int, episode_id: int, start: int, end: int, sparse: bool, enum: int, column: Array
+) -> bytes:
+    """:func:`encode_column_chunk` (not delta encoded) of a C-contiguous column whose
+    dtype has ``enum == tensor.plain_enum(column.dtype)``, not 0 (not checked): the
+    writer's common case, without the general path's conversions."""
+    return _impl.wire.encode_chunk_data(
+        chunk_key,
+        episode_id,
+        start,
+        end,
+        sparse,
+        False,
+        [_tensor.encode_plain_tensor_bytes(enum, column)],
+        column.nbytes,
     )
 
 

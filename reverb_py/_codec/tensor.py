@@ -99,6 +99,33 @@ def _encode_dtype(dtype: np.dtype[Any]) -> tuple[int, np.dtype[Any] | None]:
     return result
 
 
+# Input dtype -> its DataType number when its arrays are written as they are, else 0.
+_PLAIN_ENUMS: dict[np.dtype[Any], int] = {}
+
+
+def plain_enum(dtype: np.dtype[Any]) -> int:
+    """The ``DataType`` number of ``dtype`` when a C-contiguous array of it is written as
+    it is (a numeric dtype in its little-endian storage form); 0 otherwise (strings, and
+    dtypes that need converting first).
+
+    Raises:
+      InvalidArgumentError: the dtype has no ``DataType``.
+    """
+    enum = _PLAIN_ENUMS.get(dtype)
+    if enum is None:
+        number, storage = _encode_dtype(dtype)
+        enum = number if storage is not None and storage == dtype else 0
+        _PLAIN_ENUMS[dtype] = enum
+    return enum
+
+
+def encode_plain_tensor_bytes(enum: int, array: Array) -> bytes:
+    """:func:`encode_tensor_bytes` of a C-contiguous array of at least one dimension
+    whose dtype has ``plain_enum(array.dtype) == enum`` (not checked); its uncompressed
+    size is ``array.nbytes``."""
+    return _impl.wire.encode_tensor(enum, array.shape, _COMPRESS_RAW(array))
+
+
 def _decode_dtype(enum: int) -> tuple[np.dtype[Any], np.dtype[Any] | None]:
     cached = _DECODE_CACHE.get(enum)
     if cached is not None:

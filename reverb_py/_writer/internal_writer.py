@@ -899,25 +899,39 @@ class InternalTrajectoryWriter:
     def _finalise_locked(self, column: _Column) -> None:
         """Turns the column's buffer into a chunk (the buffer must not be empty)."""
         buffer = column.buffer
-        values = [ref._value for ref in buffer]
         first, last = buffer[0]._step, buffer[-1]._step
         key = new_key()
-        dtype = values[0].dtype  # type: ignore[union-attr]
-        # np.array batches equal-shape arrays ~4x faster than np.stack; object (string)
-        # arrays keep np.stack, which never looks inside their elements.
-        batched = (
-            np.stack(values)  # type: ignore[arg-type]
-            if dtype.kind == "O"
-            else np.array(values, dtype=dtype)
-        )
-        data = _chunk.encode_column_chunk(
-            key,
-            buffer[0]._episode_id,
-            first,
-            last,
-            batched,
-            delta_encoded=self._delta_encoded,
-            sparse=last - first + 1 != len(buffer),
+        batched: npt.NDArray[Any]
+        if len(buffer) == 1:
+            # A view with the time axis (the value is owned and read-only).
+            batched = buffer[0]._value[np.newaxis]  # type: ignore[index]
+        else:
+            values = [ref._value for ref in buffer]
+            dtype = values[0].dtype  # type: ignore[union-attr]
+            # np.array batches equal-shape arrays ~4x faster than np.stack; object
+            # (string) arrays keep np.stack, which never looks inside their elements.
+            batched = (
+                np.stack(values)  # type: ignore[arg-type]
+                if dtype.kind == "O"
+                else np.array(values, dtype=dtype)
+            )
+        sparse = last - first + 1 != len(buffer)
+        # Batched values are C-contiguous: most dtypes go as they are.
+        enum = 0 if self._delta_encoded else _tensor.plain_enum(batched.dtype)
+        data = (
+            _chunk.encode_plain_column_chunk(
+                key, buffer[0]._episode_id, first, last, sparse, enum, batched
+            )
+            if enum
+            else _chunk.encode_column_chunk(
+                key,
+                buffer[0]._episode_id,
+                first,
+                last,
+                batched,
+                delta_encoded=self._delta_encoded,
+                sparse=sparse,
+            )
         )
         chunk = _Chunk(key, data)
         for offset, ref in enumerate(buffer):

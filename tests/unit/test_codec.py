@@ -9,6 +9,7 @@ check that the codec agrees with itself.
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 
 from reverb_py._codec import chunk as _chunk
+from reverb_py._codec import dtypes as _dtypes
 from reverb_py._codec import tensor as _tensor
 from reverb_py._proto import schema_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 from reverb_py.errors import InvalidArgumentError
@@ -795,6 +797,54 @@ def test_encode_column_chunk_is_encode_chunk_of_one_column(
         decoded = _chunk.decode_chunk(schema_pb2.ChunkData.FromString(got))
         if column.dtype.kind not in "OU":  # strings come back as bytes
             np.testing.assert_array_equal(decoded[0], column)
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        np.float32,
+        np.float64,
+        np.float16,
+        np.int8,
+        np.int64,
+        np.uint16,
+        np.uint64,
+        np.bool_,
+        np.complex64,
+        np.complex128,
+    ],
+)
+@pytest.mark.parametrize("shape", [(1,), (3,), (1, 4, 2), (2, 0)])
+def test_encode_plain_column_chunk_is_encode_column_chunk(
+    dtype: type, shape: tuple[int, ...]
+) -> None:
+    column = (np.arange(math.prod(shape)) % 3).astype(dtype).reshape(shape)
+    enum = _tensor.plain_enum(column.dtype)
+    assert enum == int(_dtypes.dtype_to_enum(column.dtype))
+    for start, end, sparse in ((4, 3 + shape[0], False), (4, 100, True), (0, shape[0] - 1, False)):
+        for episode_id in (0, 9, 2**64 - 1):
+            expected = _chunk.encode_column_chunk(
+                2**63 + 5, episode_id, start, end, column, sparse=sparse
+            )
+            assert (
+                _chunk.encode_plain_column_chunk(
+                    2**63 + 5, episode_id, start, end, sparse, enum, column
+                )
+                == expected
+            )
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [">f4", ">i8", "<U3", "S2", object, "datetime64[D]"],
+    ids=["big-endian-float", "big-endian-int", "unicode", "bytes", "object", "datetime"],
+)
+def test_plain_enum_is_0_for_dtypes_that_are_converted_or_refused(dtype: object) -> None:
+    if dtype == "datetime64[D]":
+        with pytest.raises(InvalidArgumentError):
+            _tensor.plain_enum(np.dtype(dtype))
+        return
+    assert _tensor.plain_enum(np.dtype(dtype)) == 0
 
 
 def test_encode_column_chunk_refuses_an_unsupported_dtype() -> None:
