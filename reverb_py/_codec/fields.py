@@ -7,7 +7,7 @@ objects (docs/REVERB_SPEC.md §2.3). A leaf module: it imports only
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from reverb_py.errors import InvalidArgumentError
@@ -19,6 +19,7 @@ __all__ = [
     "describe_tensor_defect",
     "message_fields",
     "read_varint",
+    "slice_fits",
 ]
 
 _INT64_SIGN = 1 << 63
@@ -284,6 +285,16 @@ def _tensor_check(index: int, tensor: memoryview) -> tuple[int, str | None]:
     if not problem:
         return steps, None
     return steps, describe_tensor_defect(index, problem, dtype, shape, held, needed)
+
+
+def slice_fits(steps: Sequence[int], index: int, offset: int, length: int) -> bool:
+    """Whether a ``ChunkSlice`` (tensor ``index``, ``offset``, ``length``) lies within a
+    chunk whose tensors hold ``steps`` steps (as :func:`chunk_header` reads them): the
+    tensor exists, ``offset`` and ``length`` are not negative and the slice ends within
+    the tensor's steps."""
+    return (
+        0 <= index < len(steps) and offset >= 0 and length >= 0 and offset + length <= steps[index]
+    )
 
 
 def chunk_header(data: bytes | memoryview) -> tuple[int, int, int, int, tuple[int, ...]]:

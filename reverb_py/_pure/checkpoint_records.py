@@ -37,7 +37,13 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from reverb_py._codec.fields import checked_chunk_header, chunk_header, message_fields, read_varint
+from reverb_py._codec.fields import (
+    checked_chunk_header,
+    chunk_header,
+    message_fields,
+    read_varint,
+    slice_fits,
+)
 from reverb_py._proto import schema_pb2
 from reverb_py._pure._common import (
     CRC,
@@ -381,16 +387,8 @@ def decode_insert_item(
             chunk = held.get(key)
             if chunk is None or chunk.defect is not None:
                 return None
-            steps = chunk.steps
-            offset = piece.offset
             length = piece.length
-            index = piece.index
-            if not (
-                0 <= index < len(steps)
-                and offset >= 0
-                and length >= 0
-                and offset + length <= steps[index]
-            ):
+            if not slice_fits(chunk.steps, piece.index, piece.offset, length):
                 return None
             if key not in seen:
                 seen.add(key)

@@ -17,6 +17,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from reverb_py import _impl, errors
+from reverb_py._codec.fields import slice_fits
 from reverb_py._proto import schema_pb2
 
 __all__ = ["Chunk", "chunks_of_item", "parse_chunk"]
@@ -105,14 +106,7 @@ def chunks_of_item(item_key: int, columns: Any, held: dict[int, Chunk]) -> list[
             offset = chunk_slice.offset
             length = chunk_slice.length
             index = chunk_slice.index
-            steps = chunk.steps
-            if (
-                chunk.defect is not None
-                or not 0 <= index < len(steps)
-                or offset < 0
-                or length < 0
-                or offset + length > steps[index]
-            ):
+            if chunk.defect is not None or not slice_fits(chunk.steps, index, offset, length):
                 raise errors.InvalidArgumentError(
                     f"Item {item_key}: column {column_index} slice {slice_index} "
                     f"(chunk {key}): {_slice_problem(chunk, offset, length, index)}."

@@ -1032,3 +1032,27 @@ def test_wire_readers_agree_with_protobuf() -> None:
     for bad in (good[:3], good[:5], b"\x0a\xff", b"\x00\x01", b"\x80" * 11, b"\x0b"):
         with pytest.raises(InvalidArgumentError):
             chunk_header(bad)
+
+
+@pytest.mark.parametrize(
+    ("steps", "index", "offset", "length", "fits"),
+    [
+        ((4,), 0, 0, 4, True),
+        ((4,), 0, 3, 1, True),
+        ((4,), 0, 4, 0, True),
+        ((4, 2), 1, 0, 2, True),
+        ((4,), 0, 2, 3, False),  # ends past the steps
+        ((4,), 1, 0, 1, False),  # no such tensor
+        ((4,), -1, 0, 1, False),
+        ((4,), 0, -1, 1, False),
+        ((4,), 0, 1, -1, False),
+        ((-1,), 0, 0, 0, False),  # a tensor without a dimension
+        ((), 0, 0, 0, False),
+    ],
+)
+def test_slice_fits(
+    steps: tuple[int, ...], index: int, offset: int, length: int, fits: bool
+) -> None:
+    from reverb_py._codec.fields import slice_fits
+
+    assert slice_fits(steps, index, offset, length) is fits
