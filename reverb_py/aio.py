@@ -17,7 +17,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -32,6 +32,7 @@ from reverb_py._client.channel import (
 from reverb_py._client.credentials import ClientCredentials
 from reverb_py._client.mutations import MutateStreams
 from reverb_py._client.sampling import spread_sample_stream, to_replay_samples
+from reverb_py._client.shared_insert import InsertStreamPool, SharedInsertMember
 from reverb_py._client.targets import SERVER_ID_HEADER, addresses, num_shards
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._status import error_from_rpc
@@ -88,6 +89,8 @@ class Client:
         self._shards: int | None = None
         # Idle MutatePrioritiesStream calls of the current channel.
         self._mutate_streams = MutateStreams()
+        # The insert streams writers share (one server only).
+        self._insert_pool: InsertStreamPool | None = None
 
     @property
     def server_address(self) -> str:
@@ -114,6 +117,7 @@ class Client:
         """Closes the channel; open streams are cancelled. Idempotent."""
         if self._channel is not None:
             channel, self._channel = self._channel, None
+            self._insert_pool = None
             self._mutate_streams.close()
             await channel.close()
 
@@ -385,6 +389,7 @@ class Client:
             engine.AutoTunedChunkerOptions(num_keep_alive_refs),
             signatures,
             AsyncTrajectoryWriter,
+            self._insert_transport_maker(),
         )
 
     async def structured_writer(self, configs: Sequence[Any]) -> AsyncStructuredWriter:
@@ -398,8 +403,24 @@ class Client:
           ValueError: ``configs`` is empty or holds an invalid config.
         """
         return factory.new_structured_writer(
-            self.channel, asyncio.get_running_loop(), configs, AsyncStructuredWriter
+            self.channel,
+            asyncio.get_running_loop(),
+            configs,
+            AsyncStructuredWriter,
+            self._insert_transport_maker(),
         )
+
+    def _insert_transport_maker(self) -> Callable[[], SharedInsertMember] | None:
+        """Makes a new writer's transport: a place on the client's shared insert streams
+        (``shared_insert``) when the target is one server; None (a stream of its own,
+        which the channel spreads over the servers) otherwise."""
+        if self._num_shards() != 1:
+            return None
+        loop = asyncio.get_running_loop()
+        pool = self._insert_pool
+        if pool is None or pool.loop is not loop:
+            pool = self._insert_pool = InsertStreamPool(self.channel, loop)
+        return pool.member
 
     async def _flat_signatures(self) -> dict[str, Any]:
         from reverb_py._codec.signature import flatten_signature

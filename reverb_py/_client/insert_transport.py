@@ -31,7 +31,13 @@ from reverb_py._client.credentials import (
 from reverb_py._proto import reverb_service_pb2
 from reverb_py._status import error_for_status, error_from_rpc
 
-__all__ = ["InsertTransport", "next_request"]
+__all__ = [
+    "InsertTransport",
+    "next_request",
+    "open_insert_stream",
+    "read_response",
+    "write_requests",
+]
 
 _logger = logging.getLogger("reverb_py")
 
@@ -72,6 +78,77 @@ class _StreamEnded(Exception):
         super().__init__(code, details)
         self.code = code
         self.details = details or str(code)
+
+
+def open_insert_stream(channel: grpc.aio.Channel) -> Any:
+    """A new ``InsertStream`` call on ``channel`` (requests written as bytes)."""
+    return channel.stream_stream(
+        INSERT_STREAM_PATH,
+        request_serializer=identity,
+        response_deserializer=reverb_service_pb2.InsertStreamResponse.FromString,
+    )()
+
+
+async def read_response(call: Any) -> Any:
+    """The next ``InsertStreamResponse`` of ``call``; None when the stream ended with OK.
+
+    Raises:
+      _StreamEnded: the stream ended with another status.
+    """
+    response = await call.read()
+    if response is grpc.aio.EOF:
+        code = await call.code()
+        if code != grpc.StatusCode.OK:
+            raise _StreamEnded(code, await call.details())
+        return None
+    return response
+
+
+async def write_requests(
+    call: Any,
+    next_request: Callable[[], bytes | None],
+    wakeup: asyncio.Event,
+    reader: asyncio.Future[None],
+    channel_getter: Callable[[], grpc.aio.Channel],
+) -> None:
+    """Writes every request ``next_request()`` gives on ``call``, waiting for ``wakeup``
+    while it gives none, until ``reader`` (the task reading the confirmations) ends.
+
+    Returns when the reader returned (the stream ended with OK). Raises what the reader
+    raised, or, when a write fails, :class:`_StreamEnded` with what the call ended with.
+    The reader and the call are cancelled when this ends otherwise.
+    """
+    waiter: asyncio.Future[Any] | None = None
+    try:
+        while True:
+            request = next_request()
+            if request is None:
+                if reader.done():
+                    reader.result()
+                    return
+                wakeup.clear()
+                # A task and asyncio.wait rather than a bare future: the later write takes
+                # more batches (fewer, larger requests pay; benchmarks/README.md).
+                waiter = asyncio.ensure_future(wakeup.wait())
+                done, _ = await asyncio.wait({waiter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if reader in done:
+                    reader.result()  # Raises the stream's error.
+                    return
+                continue
+            try:
+                await call.write(request)
+            except (asyncio.InvalidStateError, grpc.aio.AioRpcError):
+                # The call already ended, or ended during the write (the server went
+                # away: gRPC then says only "Internal error from Core"): the call's own
+                # status says why, and whether to reconnect.
+                code, details = await failed_write_status(channel_getter(), call)
+                raise _StreamEnded(code, details) from None
+    finally:
+        if waiter is not None and not waiter.done():
+            waiter.cancel()
+        if not reader.done():
+            reader.cancel()
+            call.cancel()
 
 
 class InsertTransport:
@@ -322,56 +399,12 @@ class InsertTransport:
 
     async def _stream(self) -> None:
         assert self._wakeup is not None
-        call = self._channel_getter().stream_stream(
-            INSERT_STREAM_PATH,
-            request_serializer=identity,
-            response_deserializer=reverb_service_pb2.InsertStreamResponse.FromString,
-        )()
+        call = open_insert_stream(self._channel_getter())
         reader = asyncio.ensure_future(self._read_confirmations(call))
-        waiter: asyncio.Future[Any] | None = None
-        try:
-            while True:
-                request = self._next_request()
-                if request is None:
-                    if reader.done():
-                        reader.result()
-                        return
-                    self._wakeup.clear()
-                    waiter = asyncio.ensure_future(self._wakeup.wait())
-                    done, _ = await asyncio.wait(
-                        {waiter, reader}, return_when=asyncio.FIRST_COMPLETED
-                    )
-                    if reader in done:
-                        reader.result()  # Raises the stream's error.
-                        return
-                    continue
-                try:
-                    await call.write(request)
-                except (asyncio.InvalidStateError, grpc.aio.AioRpcError):
-                    # The call already ended, or ended during the write (the server went
-                    # away: gRPC then says only "Internal error from Core"): the call's
-                    # own status says why, and whether to reconnect.
-                    raise await self._ended(call) from None
-        finally:
-            if waiter is not None and not waiter.done():
-                waiter.cancel()
-            if not reader.done():
-                reader.cancel()
-                call.cancel()
-
-    async def _ended(self, call: Any) -> _StreamEnded:
-        """What a call whose write failed ended with."""
-        code, details = await failed_write_status(self._channel_getter(), call)
-        return _StreamEnded(code, details)
+        await write_requests(call, self._next_request, self._wakeup, reader, self._channel_getter)
 
     async def _read_confirmations(self, call: Any) -> None:
-        while True:
-            response = await call.read()
-            if response is grpc.aio.EOF:
-                code = await call.code()
-                if code != grpc.StatusCode.OK:
-                    raise _StreamEnded(code, await call.details())
-                return
+        while (response := await read_response(call)) is not None:
             self._confirmed = True
             if self._writer.confirm(response.keys):
                 self.notify()

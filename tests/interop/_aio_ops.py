@@ -8,7 +8,10 @@ has no legacy ``Writer`` (dm-reverb has no asyncio API at all), so there is no
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+import numpy as np
 
 import reverb_py
 
@@ -45,6 +48,40 @@ async def write_trajectory(
         finally:
             await writer.close()
     return {"episode_steps": episode_steps}
+
+
+async def write_shared(address: str, writers: int, steps: int, table: str) -> dict:
+    """``writers`` writers of one client, all on one shared insert stream, each append
+    ``steps`` int64 steps ``index * 1000 + step`` and, from its third step on, a length-3
+    item of its last three, all interleaved; returns how many streams they shared and
+    how many writers went on alone (after the shared stream failed)."""
+    from reverb_py._client import shared_insert
+
+    async with reverb_py.aio.Client(address) as client:
+        before = shared_insert.STREAMS_BEFORE_SHARING
+        shared_insert.STREAMS_BEFORE_SHARING = 1  # from the second writer on, share
+        try:
+            made = [await client.trajectory_writer(3, validate_items=False) for _ in range(writers)]
+        finally:
+            shared_insert.STREAMS_BEFORE_SHARING = before
+        groups = {id(writer._async_transport.group) for writer in made}
+
+        async def actor(index: int, writer: Any) -> None:
+            try:
+                for step in range(steps):
+                    writer.append({"v": np.int64(index * 1000 + step)})
+                    if step >= 2:
+                        writer.create_item(table, 1.0, {"v": writer.history["v"][-3:]})
+                    await asyncio.sleep(0)
+                    await writer.flush(block_until_num_items=2)
+                await writer.flush()
+            finally:
+                await writer.close()
+
+        await asyncio.gather(*(actor(index, writer) for index, writer in enumerate(made)))
+        # A writer alone: the shared stream ended with an error and was given up.
+        alone = sum(writer._async_transport.alone for writer in made)
+    return {"streams": len(groups), "alone": alone}
 
 
 async def insert(address: str, data: Any, priorities: dict) -> None:

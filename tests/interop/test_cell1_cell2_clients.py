@@ -96,6 +96,42 @@ def test_trajectory_writer_all_dtypes(pair: Pair) -> None:
     assert samples[0]["info"]["key"] == samples[1]["info"]["key"]
 
 
+def test_asyncio_writers_sharing_a_stream_to_dm_reverb(rp_aio_client, dm_server) -> None:
+    """reverb_py's asyncio writers of one client share an insert stream (their batches in
+    one request, every writer's keep_chunk_keys in each): dm-reverb's server takes every
+    item whole."""
+    reset_tables(dm_server, S.TABLE_NAMES)
+    where = "[cell 2] rp_aio_client -> dm_server"
+    result = annotated_call(
+        f"{where}: write_shared()",
+        rp_aio_client,
+        "write_shared",
+        address=dm_server.address,
+        writers=3,
+        steps=30,
+        table="uniform",
+    )
+    assert result == {"streams": 1, "alone": 0}, f"{where}: {result}"
+    infos = annotated_call(
+        f"{where}: server_info()", rp_aio_client, "server_info", address=dm_server.address
+    )
+    assert infos["uniform"]["current_size"] == 3 * 28, f"{where}: {infos['uniform']}"
+    samples = annotated_call(
+        f"{where}: sample()",
+        rp_aio_client,
+        "sample",
+        address=dm_server.address,
+        table="uniform",
+        num_samples=200,
+    )
+    for sample in samples:
+        values = [int(v) for v in np.asarray(sample["data"][0]).reshape(-1)]
+        first = values[0]
+        assert values == [first, first + 1, first + 2] and first % 1000 <= 27, (
+            f"{where}: sampled {values}"
+        )
+
+
 @pytest.mark.parametrize("delta_encoded", [False, True], ids=["plain", "delta_encoded"])
 @pytest.mark.parametrize("pair", LEGACY_PAIRS, indirect=True)
 def test_legacy_writer_all_dtypes(pair: Pair, delta_encoded: bool) -> None:
