@@ -31,13 +31,7 @@ from reverb_py._client.credentials import (
 from reverb_py._proto import reverb_service_pb2
 from reverb_py._status import error_for_status, error_from_rpc
 
-__all__ = [
-    "InsertTransport",
-    "next_request",
-    "open_insert_stream",
-    "read_response",
-    "write_requests",
-]
+__all__ = ["InsertTransport", "next_request", "run_stream"]
 
 _logger = logging.getLogger("reverb_py")
 
@@ -80,7 +74,7 @@ class _StreamEnded(Exception):
         self.details = details or str(code)
 
 
-def open_insert_stream(channel: grpc.aio.Channel) -> Any:
+def _open_insert_stream(channel: grpc.aio.Channel) -> Any:
     """A new ``InsertStream`` call on ``channel`` (requests written as bytes)."""
     return channel.stream_stream(
         INSERT_STREAM_PATH,
@@ -89,7 +83,7 @@ def open_insert_stream(channel: grpc.aio.Channel) -> Any:
     )()
 
 
-async def read_response(call: Any) -> Any:
+async def _read_response(call: Any) -> Any:
     """The next ``InsertStreamResponse`` of ``call``; None when the stream ended with OK.
 
     Raises:
@@ -104,7 +98,7 @@ async def read_response(call: Any) -> Any:
     return response
 
 
-async def write_requests(
+async def _write_requests(
     call: Any,
     next_request: Callable[[], bytes | None],
     wakeup: asyncio.Event,
@@ -149,6 +143,30 @@ async def write_requests(
         if not reader.done():
             reader.cancel()
             call.cancel()
+
+
+async def run_stream(
+    channel_getter: Callable[[], grpc.aio.Channel],
+    next_request: Callable[[], bytes | None],
+    wakeup: asyncio.Event,
+    on_response: Callable[[Any], None],
+) -> None:
+    """Runs one ``InsertStream``: writes every request ``next_request()`` gives (waiting
+    for ``wakeup`` while it gives none) and hands each ``InsertStreamResponse`` to
+    ``on_response``.
+
+    Returns when the stream ended with OK. Raises :class:`_StreamEnded` when it ended
+    with another status or a write failed (with what the call ended with), or what
+    ``on_response`` raised.
+    """
+    call = _open_insert_stream(channel_getter())
+
+    async def read() -> None:
+        while (response := await _read_response(call)) is not None:
+            on_response(response)
+
+    reader = asyncio.ensure_future(read())
+    await _write_requests(call, next_request, wakeup, reader, channel_getter)
 
 
 class InsertTransport:
@@ -399,13 +417,10 @@ class InsertTransport:
 
     async def _stream(self) -> None:
         assert self._wakeup is not None
-        call = open_insert_stream(self._channel_getter())
-        reader = asyncio.ensure_future(self._read_confirmations(call))
-        await write_requests(call, self._next_request, self._wakeup, reader, self._channel_getter)
+        await run_stream(self._channel_getter, self._next_request, self._wakeup, self._confirm)
 
-    async def _read_confirmations(self, call: Any) -> None:
-        while (response := await read_response(call)) is not None:
-            self._confirmed = True
-            if self._writer.confirm(response.keys):
-                self.notify()
-            self._release_waiters()
+    def _confirm(self, response: Any) -> None:
+        self._confirmed = True
+        if self._writer.confirm(response.keys):
+            self.notify()
+        self._release_waiters()

@@ -47,9 +47,7 @@ from reverb_py._client.credentials import BROKEN_STREAM
 from reverb_py._client.insert_transport import (
     InsertTransport,
     _StreamEnded,
-    open_insert_stream,
-    read_response,
-    write_requests,
+    run_stream,
 )
 
 __all__ = [
@@ -289,17 +287,15 @@ class InsertStreamGroup:
 
     async def _stream(self) -> None:
         assert self._wakeup is not None
-        call = open_insert_stream(self._channel_getter())
-        reader = asyncio.ensure_future(self._read_confirmations(call))
-        await write_requests(call, self._next_request, self._wakeup, reader, self._channel_getter)
+        await run_stream(self._channel_getter, self._next_request, self._wakeup, self._confirm)
 
-    async def _read_confirmations(self, call: Any) -> None:
-        while (response := await read_response(call)) is not None:
-            members = list(self._members)
-            keys = response.keys if len(members) == 1 else list(response.keys)
-            for member in members:
-                if not member.closed and member.writer.confirm(keys):
-                    self._notify(member)
+    def _confirm(self, response: Any) -> None:
+        """Gives the confirmations to every writer of the stream."""
+        members = list(self._members)
+        keys = response.keys if len(members) == 1 else list(response.keys)
+        for member in members:
+            if not member.closed and member.writer.confirm(keys):
+                self._notify(member)
 
 
 class SharedInsertMember:
