@@ -211,8 +211,10 @@ class InsertStreamGroup:
     def _stop(self) -> None:
         if self._members:
             return
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            # Forgotten at once: a writer joining before it has ended starts a new one.
+            task.cancel()
 
     def _next_request(self) -> bytes | None:
         """The next request: batches merged, then every member's keep_chunk_keys."""

@@ -221,3 +221,22 @@ async def test_writers_sharing_a_stream_resend_after_a_restart(share_at_once: No
             second.stop()
     finally:
         first.stop()
+
+
+async def test_a_writer_joining_a_stream_its_last_writer_just_left(
+    server: reverb.Server, share_at_once: None
+) -> None:
+    """The stream of a group whose writers all closed is stopped; a writer that joins it
+    in the same turn of the loop (as ``aio.Client.insert`` does, a writer per call) gets
+    a new one."""
+    async with reverb.aio.Client(f"localhost:{server.port}") as client:
+        group = None
+        for value in range(3):
+            writer = await client.trajectory_writer(1, validate_items=False)
+            assert group is None or member(writer).group is group
+            group = member(writer).group
+            writer.append({"v": np.int64(value)})
+            writer.create_item("t", 1.0, {"v": writer.history["v"][-1]})
+            await writer.flush(timeout_ms=30_000)
+            await writer.close()
+        assert server.tables[0].info.current_size == 3
