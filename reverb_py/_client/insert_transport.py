@@ -31,11 +31,13 @@ from reverb_py._client.credentials import (
 from reverb_py._proto import reverb_service_pb2
 from reverb_py._status import error_for_status, error_from_rpc
 
-__all__ = ["InsertTransport", "next_request", "run_stream"]
+__all__ = ["RETRYABLE", "InsertTransport", "ReconnectBackoff", "next_request", "run_stream"]
 
 _logger = logging.getLogger("reverb_py")
 
-_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+"""The statuses an insert stream ends with that make a transport open a new stream and
+send its unconfirmed items again."""
 _MIN_BACKOFF = 0.001
 _MAX_BACKOFF = 1.0
 _STABLE_STREAM_SECONDS = 2.0
@@ -63,6 +65,35 @@ def next_request(outbox: collections.deque[tuple[bytes, bytes]]) -> bytes:
         size += len(body)
     bodies.append(keep)
     return b"".join(bodies)
+
+
+class ReconnectBackoff:
+    """The delays before an insert stream is opened again: doubling from 1 ms up to 1 s,
+    and back to 1 ms after a stream that lasted :data:`_STABLE_STREAM_SECONDS` (or on
+    :meth:`reset`)."""
+
+    __slots__ = ("_delay",)
+
+    def __init__(self) -> None:
+        self._delay = _MIN_BACKOFF
+
+    def reset(self) -> None:
+        self._delay = _MIN_BACKOFF
+
+    def next_delay(self, stream_started: float) -> float:
+        """The delay before the next stream, for one that began at ``stream_started``
+        (``time.monotonic()``)."""
+        if time.monotonic() - stream_started >= _STABLE_STREAM_SECONDS:
+            self._delay = _MIN_BACKOFF
+        delay = self._delay
+        self._delay = min(delay * 2, _MAX_BACKOFF)
+        return delay
+
+    async def sleep(self, stream_started: float, code: grpc.StatusCode) -> None:
+        """Logs the stream's end and waits :meth:`next_delay` seconds."""
+        delay = self.next_delay(stream_started)
+        _logger.debug("insert stream %s; reconnecting in %.3fs", code, delay)
+        await asyncio.sleep(delay)
 
 
 class _StreamEnded(Exception):
@@ -349,7 +380,7 @@ class InsertTransport:
     # ------------------------------------------------------------ the stream task
 
     async def _run(self) -> None:
-        backoff = _MIN_BACKOFF
+        backoff = ReconnectBackoff()
         broken = 0  # Streams in a row that broke as BROKEN_STREAM says.
         first = True
         while not self._closed:
@@ -367,12 +398,8 @@ class InsertTransport:
                 await self._stream()
                 return
             except grpc.aio.AioRpcError as error:
-                if error.code() in _RETRYABLE and not self._closed:
-                    if time.monotonic() - started >= _STABLE_STREAM_SECONDS:
-                        backoff = _MIN_BACKOFF
-                    _logger.debug("insert stream %s; reconnecting in %.3fs", error.code(), backoff)
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, _MAX_BACKOFF)
+                if error.code() in RETRYABLE and not self._closed:
+                    await backoff.sleep(started, error.code())
                     continue
                 self._fail(await self._explained(error_from_rpc(error)))
                 return
@@ -389,12 +416,8 @@ class InsertTransport:
                         return
                 else:
                     broken = 0
-                if ended.code in _RETRYABLE and not self._closed:
-                    if time.monotonic() - started >= _STABLE_STREAM_SECONDS:
-                        backoff = _MIN_BACKOFF
-                    _logger.debug("insert stream %s; reconnecting in %.3fs", ended.code, backoff)
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, _MAX_BACKOFF)
+                if ended.code in RETRYABLE and not self._closed:
+                    await backoff.sleep(started, ended.code)
                     continue
                 self._fail(await self._explained(error_for_status(ended.code, ended.details)))
                 return

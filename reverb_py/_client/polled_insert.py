@@ -40,7 +40,7 @@ import grpc
 
 from reverb_py import errors
 from reverb_py._client.channel import INSERT_STREAM_PATH
-from reverb_py._client.insert_transport import next_request
+from reverb_py._client.insert_transport import RETRYABLE, ReconnectBackoff, next_request
 from reverb_py._client.mutations import _cygrpc, open_polled_call, polled_calls_work
 from reverb_py._proto import reverb_service_pb2
 from reverb_py._status import error_for_status
@@ -49,15 +49,11 @@ __all__ = ["PolledInsertTransport", "available"]
 
 _logger = logging.getLogger("reverb_py")
 
-_MIN_BACKOFF = 0.001
-_MAX_BACKOFF = 1.0
-_STABLE_STREAM_SECONDS = 2.0
 _METHOD = INSERT_STREAM_PATH.encode()
 _NO_FLAGS = 0
 
 # gRPC core's status numbers -> grpc.StatusCode.
 _STATUS_CODES = {code.value[0]: code for code in grpc.StatusCode}
-_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 # The operation types of the events taken (where the calls are to be had).
 _KINDS = (
     (
@@ -135,7 +131,7 @@ class PolledInsertTransport:
         self._outbox: collections.deque[tuple[bytes, bytes]] = collections.deque()
         self._closed = False
         self._error: errors.ReverbError | None = None
-        self._backoff = _MIN_BACKOFF
+        self._backoff = ReconnectBackoff()
         self._helper: threading.Thread | None = None
 
     # ------------------------------------------------------------ wiring
@@ -294,7 +290,7 @@ class PolledInsertTransport:
                 if message is None:
                     continue  # The stream is ending: its status follows.
                 keys = reverb_service_pb2.InsertStreamResponse.FromString(message).keys
-                self._backoff = _MIN_BACKOFF
+                self._backoff.reset()
                 more = self._writer.confirm(keys)
                 with self._lock:
                     if stream.ended is None:
@@ -324,14 +320,12 @@ class PolledInsertTransport:
             return
         if code == grpc.StatusCode.OK:
             code, details = grpc.StatusCode.UNAVAILABLE, "the server closed the stream"
-        if code not in _RETRYABLE:
+        if code not in RETRYABLE:
             self._fail(error_for_status(code, details))
             return
-        if time.monotonic() - stream.opened >= _STABLE_STREAM_SECONDS:
-            self._backoff = _MIN_BACKOFF
-        _logger.debug("insert stream %s; reconnecting in %.3fs", code, self._backoff)
-        time.sleep(self._backoff)
-        self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
+        delay = self._backoff.next_delay(stream.opened)
+        _logger.debug("insert stream %s; reconnecting in %.3fs", code, delay)
+        time.sleep(delay)
         with self._lock:
             # Requests taken for the ended stream: their items were in flight and go
             # back to the queue with every other in-flight item.

@@ -45,7 +45,9 @@ import grpc
 from reverb_py import errors
 from reverb_py._client.credentials import BROKEN_STREAM
 from reverb_py._client.insert_transport import (
+    RETRYABLE,
     InsertTransport,
+    ReconnectBackoff,
     _StreamEnded,
     run_stream,
 )
@@ -66,10 +68,6 @@ STREAMS_BEFORE_SHARING = 4
 WRITERS_PER_STREAM = 8
 """The most writers on one stream (then another stream is opened)."""
 
-_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
-_MIN_BACKOFF = 0.001
-_MAX_BACKOFF = 1.0
-_STABLE_STREAM_SECONDS = 2.0
 _MERGE_BYTES = 1 << 20
 
 
@@ -242,7 +240,7 @@ class InsertStreamGroup:
     # ------------------------------------------------------------ the stream task
 
     async def _run(self) -> None:
-        backoff = _MIN_BACKOFF
+        backoff = ReconnectBackoff()
         first = True
         while self._members:
             if not first:
@@ -266,12 +264,8 @@ class InsertStreamGroup:
                 raise
             except Exception as error:  # noqa: BLE001 - a writer must never hang.
                 code, details = grpc.StatusCode.INTERNAL, repr(error)
-            if code in _RETRYABLE and details != BROKEN_STREAM and self._members:
-                if time.monotonic() - started >= _STABLE_STREAM_SECONDS:
-                    backoff = _MIN_BACKOFF
-                _logger.debug("shared insert stream %s; reconnecting in %.3fs", code, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF)
+            if code in RETRYABLE and details != BROKEN_STREAM and self._members:
+                await backoff.sleep(started, code)
                 continue
             _logger.debug("shared insert stream ended (%s: %s); writers go on alone", code, details)
             self._break_up()
