@@ -44,6 +44,7 @@ from reverb_py._client.credentials import (
     explain_internal_error,
     write_or_raise,
 )
+from reverb_py._client.loop_wake import running_on
 from reverb_py._client.sampling import Decoded, SampleAssembler
 from reverb_py._client.targets import num_shards
 from reverb_py._codec.dtypes import tf_dtype_name
@@ -352,7 +353,7 @@ class Sampler:
         if future is None:
             return
         future.cancel()
-        if wait and not _on_loop(self._loop):
+        if wait and not running_on(self._loop):
             concurrent.futures.wait([future], timeout=10.0)
 
     # ------------------------------------------------------------ loop side
@@ -623,13 +624,6 @@ def _fill(filler: Any, assembler: SampleAssembler, data: bytes) -> tuple[list[Pi
         pieces.extend(samples)
         count += len(samples)
     return pieces, count
-
-
-def _on_loop(loop: asyncio.AbstractEventLoop | None) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
 
 
 # ------------------------------------------------------------------ shaping

@@ -28,6 +28,7 @@ from reverb_py._client.credentials import (
     explain_internal_error,
     failed_write_status,
 )
+from reverb_py._client.loop_wake import LoopWaker, PendingWaiters, call_on_loop, running_on
 from reverb_py._proto import reverb_service_pb2
 from reverb_py._status import error_for_status, error_from_rpc
 
@@ -220,12 +221,10 @@ class InsertTransport:
         self._loop = loop
         self._max_request_bytes = max_request_bytes
         self._writer: Any = None
-        self._wakeup: asyncio.Event | None = None
-        self._notify_scheduled = False
-        self._task: asyncio.Task[None] | None = None
+        self._waker = LoopWaker(loop, self._run, lambda: not self._closed)
         self._closed = False
         self._error: errors.ReverbError | None = None
-        self._confirm_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._waiters = PendingWaiters(loop)
         # Whether the current stream had a confirmation.
         self._confirmed = False
         # Serialised requests taken from the writer, in take order, not yet written.
@@ -244,12 +243,6 @@ class InsertTransport:
         if hasattr(writer, "add_pending_listener"):
             writer.add_pending_listener(self._on_pending_changed)
 
-    def _on_loop(self) -> bool:
-        try:
-            return asyncio.get_running_loop() is self._loop
-        except RuntimeError:
-            return False
-
     # ------------------------------------------------------------ WriterTransport
 
     def notify(self) -> None:
@@ -262,16 +255,7 @@ class InsertTransport:
         if self._closed:
             return
         self._take_into_outbox()
-        if self._on_loop():
-            self._wake()
-            return
-        if self._notify_scheduled:
-            return
-        self._notify_scheduled = True
-        try:
-            self._loop.call_soon_threadsafe(self._wake)
-        except RuntimeError:  # The loop is closed: the process is shutting down.
-            self._notify_scheduled = False
+        self._waker.wake()
 
     def _take_into_outbox(self) -> None:
         """Moves every batch the writer has ready into the outbox, serialised."""
@@ -289,16 +273,6 @@ class InsertTransport:
         """The next request to write (outbox requests merged), or None."""
         return next_request(self._outbox) if self._outbox else None
 
-    def _wake(self) -> None:
-        self._notify_scheduled = False
-        if self._closed:
-            return
-        if self._wakeup is None:
-            self._wakeup = asyncio.Event()
-        self._wakeup.set()
-        if self._task is None or self._task.done():
-            self._task = self._loop.create_task(self._run())
-
     def wait_confirmed(self, max_pending: int, timeout: float | None) -> bool:
         """Blocks the calling thread until at most ``max_pending`` items are unconfirmed.
 
@@ -308,7 +282,7 @@ class InsertTransport:
         Raises:
           ReverbError: the stream failed for good.
         """
-        if self._on_loop():
+        if running_on(self._loop):
             raise errors.UsageError(
                 "A blocking writer cannot wait on its own event loop; use the asyncio client."
             )
@@ -321,37 +295,20 @@ class InsertTransport:
         self._raise_if_failed()
         if self._writer.num_pending_items() <= max_pending:
             return True
-        future: asyncio.Future[None] = self._loop.create_future()
-        entry = (max_pending, future)
-        self._confirm_waiters.append(entry)
-        try:
-            if timeout is None:
-                await future
-            else:
-                await asyncio.wait_for(asyncio.shield(future), timeout)
-        except asyncio.TimeoutError:
+        if not await self._waiters.wait(max_pending, timeout):
             return False
-        finally:
-            if entry in self._confirm_waiters:
-                self._confirm_waiters.remove(entry)
         self._raise_if_failed()
         return True
 
     def _on_pending_changed(self) -> None:
-        if not self._confirm_waiters:
-            return
-        if self._on_loop():
-            self._release_waiters()
-        else:
-            self._loop.call_soon_threadsafe(self._release_waiters)
+        if self._waiters:
+            call_on_loop(self._loop, self._release_waiters)
 
     def _release_waiters(self) -> None:
-        if not self._confirm_waiters:
-            return
-        pending = self._writer.num_pending_items()
-        for max_pending, future in list(self._confirm_waiters):
-            if not future.done() and (pending <= max_pending or self._error is not None):
-                future.set_result(None)
+        if self._waiters:
+            self._waiters.release(
+                self._writer.num_pending_items(), everyone=self._error is not None
+            )
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:
@@ -362,20 +319,11 @@ class InsertTransport:
         if self._closed:
             return
         self._closed = True
-        if self._on_loop():
-            self._cancel()
-        else:
-            try:
-                self._loop.call_soon_threadsafe(self._cancel)
-            except RuntimeError:
-                pass
+        call_on_loop(self._loop, self._cancel)
 
     def _cancel(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-        for _, future in self._confirm_waiters:
-            if not future.done():
-                future.cancel()
+        self._waker.cancel()
+        self._waiters.cancel()
 
     # ------------------------------------------------------------ the stream task
 
@@ -439,8 +387,7 @@ class InsertTransport:
         self._release_waiters()
 
     async def _stream(self) -> None:
-        assert self._wakeup is not None
-        await run_stream(self._channel_getter, self._next_request, self._wakeup, self._confirm)
+        await run_stream(self._channel_getter, self._next_request, self._waker.event, self._confirm)
 
     def _confirm(self, response: Any) -> None:
         self._confirmed = True

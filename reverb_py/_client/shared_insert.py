@@ -51,6 +51,7 @@ from reverb_py._client.insert_transport import (
     _StreamEnded,
     run_stream,
 )
+from reverb_py._client.loop_wake import LoopWaker, PendingWaiters, call_on_loop, running_on
 
 __all__ = [
     "STREAMS_BEFORE_SHARING",
@@ -130,9 +131,9 @@ class InsertStreamGroup:
         # The keep_chunk_keys field each member last sent on the current stream.
         self._sent_keep: dict[SharedInsertMember, bytes] = {}
         self._take_lock = threading.Lock()
-        self._task: asyncio.Task[None] | None = None
-        self._wakeup: asyncio.Event | None = None
-        self._notify_scheduled = False
+        self._waker = LoopWaker(
+            loop, self._run, lambda: not self._broken_up and bool(self._members)
+        )
         self.requests = 0  # requests made, on every stream (tests)
 
     def member(self) -> SharedInsertMember:
@@ -158,27 +159,14 @@ class InsertStreamGroup:
             self._sent_keep.pop(member, None)
             last = not self._members
         if last:
-            if self._on_loop():
-                self._stop()
-            else:
-                try:
-                    self.loop.call_soon_threadsafe(self._stop)
-                except RuntimeError:  # The loop is closed.
-                    pass
+            call_on_loop(self.loop, self._stop)
 
     def _notify(self, member: SharedInsertMember) -> None:
         with self._take_lock:
             if self._broken_up:
                 return
             self._take_locked(member)
-        if self._on_loop():
-            self._wake()
-        elif not self._notify_scheduled:
-            self._notify_scheduled = True
-            try:
-                self.loop.call_soon_threadsafe(self._wake)
-            except RuntimeError:  # The loop is closed: the process is shutting down.
-                self._notify_scheduled = False
+        self._waker.wake()
 
     def _take_locked(self, member: SharedInsertMember) -> None:
         writer = member.writer
@@ -190,29 +178,10 @@ class InsertStreamGroup:
             body, keep = batch.serialize_parts()
             outbox.append((member, body, keep))
 
-    def _on_loop(self) -> bool:
-        try:
-            return asyncio.get_running_loop() is self.loop
-        except RuntimeError:
-            return False
-
-    def _wake(self) -> None:
-        self._notify_scheduled = False
-        if self._broken_up or not self._members:
-            return
-        if self._wakeup is None:
-            self._wakeup = asyncio.Event()
-        self._wakeup.set()
-        if self._task is None or self._task.done():
-            self._task = self.loop.create_task(self._run())
-
     def _stop(self) -> None:
-        if self._members:
-            return
-        task, self._task = self._task, None
-        if task is not None and not task.done():
+        if not self._members:
             # Forgotten at once: a writer joining before it has ended starts a new one.
-            task.cancel()
+            self._waker.cancel()
 
     def _next_request(self) -> bytes | None:
         """The next request: batches merged, then every member's keep_chunk_keys."""
@@ -282,8 +251,7 @@ class InsertStreamGroup:
             member._go_alone()
 
     async def _stream(self) -> None:
-        assert self._wakeup is not None
-        await run_stream(self._channel_getter, self._next_request, self._wakeup, self._confirm)
+        await run_stream(self._channel_getter, self._next_request, self._waker.event, self._confirm)
 
     def _confirm(self, response: Any) -> None:
         """Gives the confirmations to every writer of the stream."""
@@ -303,7 +271,7 @@ class SharedInsertMember:
         self.writer: Any = None
         self.closed = False
         self._alone: InsertTransport | None = None
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._waiters = PendingWaiters(group.loop)
 
     @property
     def group(self) -> InsertStreamGroup:
@@ -332,7 +300,7 @@ class SharedInsertMember:
 
     def wait_confirmed(self, max_pending: int, timeout: float | None) -> bool:
         """Blocks the calling thread until at most ``max_pending`` items are unconfirmed."""
-        if self._group._on_loop():
+        if running_on(self._group.loop):
             raise errors.UsageError(
                 "A blocking writer cannot wait on its own event loop; use the asyncio client."
             )
@@ -353,32 +321,13 @@ class SharedInsertMember:
                 return await alone.wait_confirmed_async(max_pending, remaining)
             if self.writer.num_pending_items() <= max_pending:
                 return True
-            future: asyncio.Future[None] = self._group.loop.create_future()
-            entry = (max_pending, future)
-            self._waiters.append(entry)
-            try:
-                if deadline is None:
-                    await future
-                else:
-                    await asyncio.wait_for(
-                        asyncio.shield(future), max(deadline - time.monotonic(), 0.0)
-                    )
-            except asyncio.TimeoutError:
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if not await self._waiters.wait(max_pending, remaining):
                 return False
-            finally:
-                if entry in self._waiters:
-                    self._waiters.remove(entry)
 
     def _on_pending_changed(self) -> None:
-        if not self._waiters:
-            return
-        if self._group._on_loop():
-            self._release_waiters()
-        else:
-            try:
-                self._group.loop.call_soon_threadsafe(self._release_waiters)
-            except RuntimeError:  # The loop is closed.
-                pass
+        if self._waiters:
+            call_on_loop(self._group.loop, self._release_waiters)
 
     def _release_waiters(self) -> None:
         if not self._waiters:
@@ -386,10 +335,7 @@ class SharedInsertMember:
         writer = self.writer
         # Alone: the waits go on on the writer's own stream.
         released = self._alone is not None or writer.error is not None or writer.closed
-        pending = writer.num_pending_items()
-        for max_pending, future in list(self._waiters):
-            if not future.done() and (released or pending <= max_pending):
-                future.set_result(None)
+        self._waiters.release(writer.num_pending_items(), everyone=released)
 
     def _go_alone(self) -> None:
         """Continues on a stream of its own, sending its unconfirmed items again."""
@@ -413,9 +359,4 @@ class SharedInsertMember:
             alone.close()
         else:
             self._group._remove(self)
-        for _, future in list(self._waiters):
-            if not future.done():
-                try:
-                    future.get_loop().call_soon_threadsafe(future.cancel)
-                except RuntimeError:
-                    pass
+        self._waiters.cancel()

@@ -23,11 +23,8 @@ def tables() -> list[reverb.Table]:
 
 @pytest.fixture
 def server() -> Iterator[reverb.Server]:
-    server = reverb.Server(tables(), port=0)
-    try:
+    with reverb.Server(tables(), port=0) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -173,7 +170,8 @@ async def test_a_closed_writer_leaves_the_stream_and_the_others_go_on(
         await second.flush(timeout_ms=30_000)
         assert server.tables[0].info.current_size == 6
         await second.close()
-        assert group._task is None or group._task.done() or group._task.cancelling()
+        task = group._waker.task
+        assert task is None or task.done() or task.cancelling()
 
 
 async def test_a_flush_that_times_out_on_a_shared_stream(server: reverb.Server) -> None:
