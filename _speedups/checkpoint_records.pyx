@@ -363,13 +363,28 @@ cdef inline Py_ssize_t _codec_field(const uint8_t* data, Py_ssize_t pos, Py_ssiz
     raise InvalidArgumentError(f"Malformed message: wire type {wire_type[0]}.")
 
 
-cdef int64_t _tensor_steps(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end) except? -2:
-    """``tensor_shape.dim[0].size`` of the ``TensorProto`` in ``base[pos:end]``, or -1
-    without a dim (the pure twin's ``_tensor_steps``: reading stops at the first dim)."""
-    cdef Py_ssize_t start = 0, shape_pos, shape_end, dim_start = 0, dim_pos, dim_end
-    cdef Py_ssize_t size_start = 0
-    cdef uint64_t number, value, dim_number, dim_value, size_number, size_value
-    cdef int wire_type, dim_type, size_type
+cdef inline int64_t _dim_size(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end) except? -2:
+    """``size`` of the ``TensorShapeProto.Dim`` in ``base[pos:end]`` (0 when unset; the
+    last when repeated)."""
+    cdef Py_ssize_t start = 0
+    cdef uint64_t number, value
+    cdef int wire_type
+    cdef int64_t size = 0
+    while pos < end:
+        pos = _codec_field(base, pos, end, &number, &wire_type, &value, &start)
+        if number == 1 and wire_type == 0:
+            size = <int64_t>value
+    return size
+
+
+cdef int64_t _tensor_dims(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end,
+                          list shape) except? -2:
+    """The dims of the ``TensorProto`` in ``base[pos:end]``: with ``shape`` None the first
+    dim's size, or -1 without a dim (reading stops there); else every dim's size appended
+    to ``shape`` (returns -1)."""
+    cdef Py_ssize_t start = 0, shape_pos, shape_end, dim_start = 0
+    cdef uint64_t number, value, dim_number, dim_value
+    cdef int wire_type, dim_type
     cdef int64_t size
     while pos < end:
         pos = _codec_field(base, pos, end, &number, &wire_type, &value, &start)
@@ -380,16 +395,18 @@ cdef int64_t _tensor_steps(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end) 
                 shape_pos = _codec_field(base, shape_pos, shape_end, &dim_number, &dim_type,
                                          &dim_value, &dim_start)
                 if dim_number == 2 and dim_type == 2:
-                    size = 0
-                    dim_pos = dim_start
-                    dim_end = dim_start + <Py_ssize_t>dim_value
-                    while dim_pos < dim_end:
-                        dim_pos = _codec_field(base, dim_pos, dim_end, &size_number,
-                                               &size_type, &size_value, &size_start)
-                        if size_number == 1 and size_type == 0:
-                            size = <int64_t>size_value
-                    return size
+                    size = _dim_size(base, dim_start, dim_start + <Py_ssize_t>dim_value)
+                    if shape is None:
+                        return size
+                    PyList_Append(shape, PyLong_FromLongLong(size))
     return -1
+
+
+cdef inline int64_t _tensor_steps(const uint8_t* base, Py_ssize_t pos,
+                                  Py_ssize_t end) except? -2:
+    """``tensor_shape.dim[0].size`` of the ``TensorProto`` in ``base[pos:end]``, or -1
+    without a dim (the pure twin's ``_tensor_steps``: reading stops at the first dim)."""
+    return _tensor_dims(base, pos, end, None)
 
 
 # Chunk tensors: the item size of each DataType number a chunk tensor may have (0 for
@@ -421,30 +438,8 @@ _describe_tensor_defect = _fields.describe_tensor_defect
 cdef list _tensor_shape(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end):
     """The dims of the (well-formed) ``TensorProto`` in ``base[pos:end]``, for a defect's
     message."""
-    cdef Py_ssize_t start = 0, shape_pos, shape_end, dim_start = 0, dim_pos, dim_end
-    cdef Py_ssize_t size_start = 0
-    cdef uint64_t number, value, dim_number, dim_value, size_number, size_value
-    cdef int wire_type, dim_type, size_type
-    cdef int64_t size
     cdef list shape = []
-    while pos < end:
-        pos = _codec_field(base, pos, end, &number, &wire_type, &value, &start)
-        if number == 2 and wire_type == 2:
-            shape_pos = start
-            shape_end = start + <Py_ssize_t>value
-            while shape_pos < shape_end:
-                shape_pos = _codec_field(base, shape_pos, shape_end, &dim_number, &dim_type,
-                                         &dim_value, &dim_start)
-                if dim_number == 2 and dim_type == 2:
-                    size = 0
-                    dim_pos = dim_start
-                    dim_end = dim_start + <Py_ssize_t>dim_value
-                    while dim_pos < dim_end:
-                        dim_pos = _codec_field(base, dim_pos, dim_end, &size_number,
-                                               &size_type, &size_value, &size_start)
-                        if size_number == 1 and size_type == 0:
-                            size = <int64_t>size_value
-                    PyList_Append(shape, PyLong_FromLongLong(size))
+    _tensor_dims(base, pos, end, shape)
     return shape
 
 
@@ -454,9 +449,9 @@ cdef object _tensor_check(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end,
     and returns why the ``TensorProto`` in ``base[pos:end]`` cannot be decoded, or
     None."""
     cdef Py_ssize_t tensor_pos = pos, start = 0, shape_pos, shape_end, dim_start = 0
-    cdef Py_ssize_t dim_pos, dim_end, size_start = 0, content_pos = 0, content_end = -1
-    cdef uint64_t number, value, dim_number, dim_value, size_number, size_value
-    cdef int wire_type, dim_type, size_type
+    cdef Py_ssize_t content_pos = 0, content_end = -1
+    cdef uint64_t number, value, dim_number, dim_value
+    cdef int wire_type, dim_type
     cdef int64_t size, count, nonzero = 1, needed = 0
     cdef int32_t dtype = 0
     cdef bint unknown_rank = False, has_dim = False, negative = False, zero = False
@@ -478,14 +473,7 @@ cdef object _tensor_check(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end,
                     shape_pos = _codec_field(base, shape_pos, shape_end, &dim_number,
                                              &dim_type, &dim_value, &dim_start)
                     if dim_number == 2 and dim_type == 2:
-                        size = 0
-                        dim_pos = dim_start
-                        dim_end = dim_start + <Py_ssize_t>dim_value
-                        while dim_pos < dim_end:
-                            dim_pos = _codec_field(base, dim_pos, dim_end, &size_number,
-                                                   &size_type, &size_value, &size_start)
-                            if size_number == 1 and size_type == 0:
-                                size = <int64_t>size_value
+                        size = _dim_size(base, dim_start, dim_start + <Py_ssize_t>dim_value)
                         if not has_dim:
                             has_dim = True
                             steps[0] = size
