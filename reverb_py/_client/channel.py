@@ -42,13 +42,19 @@ calls (see :mod:`reverb_py._client.mutations`)."""
 
 
 def channel_options() -> list[tuple[str, Any]]:
-    """Reverb's client channel settings: round robin, unlimited sizes, 30 s backoff."""
+    """Reverb's client channel settings: round robin, unlimited sizes, 30 s backoff; and
+    connections of the channel's own."""
     return [
         ("grpc.lb_policy_name", "round_robin"),
         ("grpc.max_send_message_length", -1),
         ("grpc.max_receive_message_length", -1),
         ("grpc.max_reconnect_backoff_ms", 30_000),
         ("grpc.enable_retries", 0),
+        # A channel's connections are its own: a new client reaches a server that came
+        # back on the same address at once, instead of sharing the connections of an
+        # older client's channel that are waiting out their reconnect backoff (gRPC's
+        # process-wide pool would fail its first calls with UNAVAILABLE).
+        ("grpc.use_local_subchannel_pool", 1),
     ]
 
 

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from reverb_py import checkpointers, rate_limiters, selectors
+from reverb_py import aio, checkpointers, errors, rate_limiters, selectors
 from reverb_py.client import Client
 from reverb_py.server import Server
 from reverb_py.table import Table
@@ -206,6 +206,31 @@ def test_a_free_port_taken_on_another_address_of_the_host_is_asked_for_again(
     checked.clear()
     with Server([uniform_table()], port=first.port) as server:
         assert server.port == first.port and checked == []
+
+
+async def test_a_new_client_reaches_a_server_back_on_the_same_port_at_once() -> None:
+    """The connections of an older client, refused while the server was away, wait out
+    their reconnect backoff (a second or more); a client made after the server came back
+    has connections of its own and samples at once."""
+    first = Server([Table.queue("q", 10)], port=0)
+    try:
+        port = first.port
+        async with aio.Client(f"localhost:{port}") as older:
+            assert set(await older.server_info(timeout=10)) == {"q"}
+            first.stop()
+            with pytest.raises(errors.UnavailableError):
+                async for _ in older.sample("q", 1, emit_timesteps=False):
+                    pass
+            with Server([Table.queue("q", 10)], port=port):
+                async with aio.Client(f"localhost:{port}") as newer:
+                    # The queue is empty: reaching the server ends in the limiter's timeout.
+                    with pytest.raises(errors.DeadlineExceededError):
+                        async for _ in newer.sample(
+                            "q", 1, emit_timesteps=False, rate_limiter_timeout_ms=10
+                        ):
+                            pass
+    finally:
+        first.stop()  # idempotent
 
 
 def test_an_unresolvable_host_is_a_clean_value_error() -> None:
