@@ -11,7 +11,9 @@ The rest of the package imports from here, never from ``_pure`` or ``_speedups``
 * the ``mutations`` module: ``MutatePriorities``' wire format, ``Table.mutate``'s
   update step and the table's map of items (``ItemMap``);
 * the ``sample_wire`` module: SampleStream responses and plain chunks read straight from
-  their bytes (compiled only; the pure twin sends every input down the general path).
+  their bytes (compiled only; the pure twin sends every input down the general path);
+* the records ``Item`` (a table's), ``Chunk`` and ``LiveChunks`` (a server's), which the
+  compiled twin keeps out of the cyclic garbage collector.
 
 The writer modules ``internal_writer`` (the engine) and ``trajectory_writer`` (the
 Python writers) have compiled twins too: their sources in ``reverb_py._writer`` compiled
@@ -34,10 +36,13 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING
 
 __all__ = [
+    "Chunk",
     "IMPLEMENTATION",
     "NO_EXTENSIONS",
     "IndexedHeap",
     "IndexedSet",
+    "Item",
+    "LiveChunks",
     "OrderedKeys",
     "RateLimiterState",
     "SumTree",
@@ -54,6 +59,7 @@ COMPILED_MODULES = (
     "checkpoint_records",
     "mutations",
     "sample_wire",
+    "records",
     "indexed_heap",
     "indexed_set",
     "ordered_keys",
@@ -76,6 +82,7 @@ if TYPE_CHECKING or NO_EXTENSIONS or not _compiled_modules_built():
     from reverb_py._pure.indexed_set import IndexedSet
     from reverb_py._pure.ordered_keys import OrderedKeys
     from reverb_py._pure.rate_limiter_state import RateLimiterState
+    from reverb_py._pure.records import Chunk, Item, LiveChunks
     from reverb_py._pure.sum_tree import SumTree
 
     IMPLEMENTATION = "python"
@@ -85,6 +92,7 @@ else:
     from reverb_py._speedups.indexed_set import IndexedSet
     from reverb_py._speedups.ordered_keys import OrderedKeys
     from reverb_py._speedups.rate_limiter_state import RateLimiterState
+    from reverb_py._speedups.records import Chunk, Item, LiveChunks
     from reverb_py._speedups.sum_tree import SumTree
 
     IMPLEMENTATION = "cython"

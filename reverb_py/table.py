@@ -58,54 +58,9 @@ _TIMEOUT_MESSAGE = "Rate Limiter: Timeout exceeded before the right to insert wa
 _CLOSED_MESSAGE = "RateLimiter has been cancelled"
 
 
-class Item:
-    """An item of a table.
-
-    Args:
-      key: A uint64 identifying the item within its table.
-      priority: The priority the selectors use.
-      trajectory: What the item's data is (a ``FlatTrajectory`` on the server); opaque
-        to the table.
-      chunks: The chunk objects the item references; the table keeps them alive while
-        the item is in it.
-      episode_ids: The episode id of each referenced chunk (for ``num_episodes``).
-      times_sampled: How many times the item has been sampled (restores set it).
-      inserted_at: Insertion time in nanoseconds since the epoch (0: set on insert).
-    """
-
-    __slots__ = (
-        "key",
-        "priority",
-        "trajectory",
-        "chunks",
-        "episode_ids",
-        "times_sampled",
-        "inserted_at",
-    )
-
-    def __init__(
-        self,
-        key: int,
-        priority: float,
-        trajectory: Any = None,
-        chunks: Sequence[Any] = (),
-        episode_ids: Sequence[int] = (),
-        times_sampled: int = 0,
-        inserted_at: int = 0,
-    ) -> None:
-        self.key = key
-        self.priority = priority
-        self.trajectory = trajectory
-        self.chunks = chunks
-        self.episode_ids = episode_ids
-        self.times_sampled = times_sampled
-        self.inserted_at = inserted_at
-
-    def __repr__(self) -> str:
-        return (
-            f"Item(key={self.key}, priority={self.priority!r}, "
-            f"times_sampled={self.times_sampled}, chunks={len(self.chunks)})"
-        )
+Item = _impl.Item
+"""An item of a table (``key``, ``priority``, ``trajectory``, ``chunks``, ``episode_ids``,
+``times_sampled``, ``inserted_at``): see :class:`reverb_py._pure.records.Item`."""
 
 
 class SampledItem:

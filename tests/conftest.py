@@ -1,4 +1,4 @@
-"""Shared fixtures: the ``impl`` fixture runs structure tests over both twins."""
+"""Shared fixtures: the ``impl`` fixture runs structure (and record) tests over both twins."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ STRUCTURE_MODULES = {
     "OrderedKeys": "ordered_keys",
     "IndexedSet": "indexed_set",
     "RateLimiterState": "rate_limiter_state",
+    "Item": "records",
+    "Chunk": "records",
+    "LiveChunks": "records",
 }
 
 REQUIRE_SPEEDUPS = bool(os.environ.get("REVERB_PY_REQUIRE_SPEEDUPS"))

@@ -20,34 +20,15 @@ from reverb_py import _impl, errors
 from reverb_py._codec.fields import slice_fits
 from reverb_py._proto import schema_pb2
 
-__all__ = ["Chunk", "chunks_of_item", "parse_chunk"]
+__all__ = ["Chunk", "LiveChunks", "chunks_of_item", "parse_chunk"]
 
 
-class Chunk:
-    """A chunk as the server keeps it: the serialised ``ChunkData`` and its header fields.
+Chunk = _impl.Chunk
+"""A chunk as the server keeps it: see :class:`reverb_py._pure.records.Chunk`."""
 
-    ``steps`` holds, per tensor of ``data.tensors``, how many steps it holds (its first
-    dimension; a tensor whose shape has none counts as the sequence range's length).
-    ``defect`` says why no slice may reference the chunk (no tensors, an inverted
-    sequence range, a tensor no client could decode: see
-    ``reverb_py._codec.fields.checked_chunk_header``), or is None.
-    """
-
-    __slots__ = ("key", "episode_id", "data", "steps", "defect", "__weakref__")
-
-    def __init__(
-        self,
-        key: int,
-        episode_id: int,
-        data: bytes,
-        steps: tuple[int, ...] = (),
-        defect: str | None = None,
-    ) -> None:
-        self.key = key
-        self.episode_id = episode_id
-        self.data = data
-        self.steps = steps
-        self.defect = defect
+LiveChunks = _impl.LiveChunks
+"""The chunks a server holds, by key, each as long as a table or a stream holds it: see
+:class:`reverb_py._pure.records.LiveChunks`."""
 
 
 def parse_chunk(data: bytes) -> Chunk:

@@ -14,6 +14,7 @@ import pytest
 from reverb_py import _impl
 
 STRUCTURES = ("SumTree", "IndexedHeap", "OrderedKeys", "IndexedSet", "RateLimiterState")
+RECORDS = ("Item", "Chunk", "LiveChunks")
 ROOT = pathlib.Path(__file__).parents[2]
 MODULES = ("wire", "checkpoint_records", "mutations", "sample_wire")
 
@@ -29,7 +30,7 @@ def live_module_names() -> dict[str, str]:
     """Name of what `_impl` (or the writer layer, keyed on it) selected -> its module."""
     from reverb_py._writer import engine
 
-    names = {name: getattr(_impl, name).__module__ for name in STRUCTURES}
+    names = {name: getattr(_impl, name).__module__ for name in STRUCTURES + RECORDS}
     names.update({name: getattr(_impl, name).__name__ for name in MODULES})
     names["internal_writer"] = engine.module.__name__
     names["trajectory_writer"] = _live_trajectory_writer_module()
