@@ -29,6 +29,8 @@ from _common cimport as_key, is_key
 from _key_index cimport KeyIndex, prefetch
 from _varint cimport put_varint, varint_size
 
+from reverb_py._speedups.records import ITEM_PRIORITY_OFFSET as _ITEM_PRIORITY_OFFSET
+from reverb_py._speedups.records import Item as _Item
 from reverb_py.errors import InvalidArgumentError
 
 __all__ = [
@@ -885,7 +887,11 @@ def assign_priorities(targets, priorities):
         # value is stored there as the slot's descriptor stores it, the old values asked
         # for a few targets ahead. They are released at the end: no code runs in between.
         target = <PyObject*>target_tuple[0]
-        offset = _slot_offset(_Type(target), _PRIORITY)
+        if _Type(target) is <_TypeObject*><PyObject*>_Item:
+            # The table's records (``reverb_py._speedups.records.Item``): an object field.
+            offset = _ITEM_PRIORITY_OFFSET
+        else:
+            offset = _slot_offset(_Type(target), _PRIORITY)
         if offset >= 0:
             slotted = _Type(target)
     if slotted is NULL:

@@ -75,6 +75,23 @@ An item of a table (see ``reverb_py._pure.records.Item``)."""
         )
 
 
+cdef Py_ssize_t _priority_offset() except -1:
+    # The word of an Item that holds a priority set to an object nothing else holds.
+    marker = object()
+    cdef Item probe = Item(0, marker)
+    cdef PyObject** words = <PyObject**><PyObject*>probe
+    cdef Py_ssize_t i
+    for i in range(<Py_ssize_t>(sizeof(PyObject) // sizeof(PyObject*)), Item.__basicsize__ // sizeof(PyObject*)):
+        if words[i] == <PyObject*>marker:
+            return i * <Py_ssize_t>sizeof(PyObject*)
+    raise SystemError("records: Item keeps no priority field")
+
+
+ITEM_PRIORITY_OFFSET = _priority_offset()
+"""Where an :class:`Item` keeps its ``priority`` (a reference, as a ``__slots__`` member
+keeps one): ``reverb_py._speedups.mutations.assign_priorities`` stores there."""
+
+
 @cython.no_gc
 @cython.final
 cdef class Chunk:

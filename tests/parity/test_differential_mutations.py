@@ -26,6 +26,7 @@ from google import protobuf
 from reverb_py import _impl, errors
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._pure import mutations as pure
+from reverb_py._pure import records as pure_records
 from tests.helpers import compiled_module
 
 # The compiled decoder follows protobuf 7's parser. Older runtimes (4.21 to 6.x, which
@@ -48,6 +49,11 @@ EDGE_PRIORITIES = [0.0, -0.0, 1.0, 1.5, -2.5, 1e-310, 1e300, math.inf, -math.inf
 @pytest.fixture(scope="module")
 def compiled() -> types.ModuleType:
     return compiled_module("mutations")
+
+
+@pytest.fixture
+def compiled_records() -> types.ModuleType:
+    return compiled_module("records")
 
 
 @pytest.fixture(params=["py", "cy"])
@@ -540,6 +546,24 @@ def test_assign_priorities_sets_as_setattr_does(twin: types.ModuleType) -> None:
             assert [t.seen for t in targets if type(t) is _OwnSetattr] == new[::2]
         if _Property in mix:
             assert [t.seen for t in targets] == [[value] for value in new]
+
+
+@pytest.mark.parametrize("records", ["py", "cy"])
+def test_assign_priorities_sets_the_tables_items(
+    twin: types.ModuleType, records: str, request: pytest.FixtureRequest
+) -> None:
+    """The table's own items, of either records twin: priorities stored, each replaced
+    one released once (the compiled twins store into the compiled item's field)."""
+    module = pure_records if records == "py" else request.getfixturevalue("compiled_records")
+    old = [float(f"{i}.75") for i in range(40)]
+    targets = [module.Item(i, old[i]) for i in range(40)]
+    base = [sys.getrefcount(value) for value in old]
+    new = [float(i) + 0.125 for i in range(40)]
+    twin.assign_priorities(targets, new)
+    assert [t.priority for t in targets] == new
+    after = [sys.getrefcount(value) for value in old]
+    assert [then - now for then, now in zip(base, after)] == [1] * 40
+    assert all(sys.getrefcount(value) >= 3 for value in new)
 
 
 # ------------------------------------------------------------------------ ItemMap

@@ -11,6 +11,14 @@ import types
 import pytest
 
 from reverb_py import errors
+from tests.helpers import compiled_module
+
+
+def test_the_twins_name_the_same_things() -> None:
+    from reverb_py._pure import records as pure
+
+    compiled = compiled_module("records")
+    assert sorted(pure.__all__) == sorted(compiled.__all__) == ["Chunk", "Item", "LiveChunks"]
 
 
 def test_item_defaults_attributes_repr_and_pickle(impl: types.SimpleNamespace) -> None:
