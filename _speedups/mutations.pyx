@@ -29,8 +29,7 @@ from _common cimport as_key, is_key
 from _key_index cimport KeyIndex, prefetch
 from _varint cimport put_varint, varint_size
 
-from reverb_py._speedups.records import ITEM_PRIORITY_OFFSET as _ITEM_PRIORITY_OFFSET
-from reverb_py._speedups.records import Item as _Item
+from reverb_py._speedups import records as _records
 from reverb_py.errors import InvalidArgumentError
 
 __all__ = [
@@ -842,6 +841,12 @@ cdef enum:
     _READONLY = 1
 
 
+# The table's compiled records and where they keep their priority, read once at import.
+cdef object _RECORD_ITEM_TYPE = _records.Item
+cdef _TypeObject* _RECORD_ITEM = <_TypeObject*><PyObject*>_RECORD_ITEM_TYPE
+cdef Py_ssize_t _RECORD_PRIORITY_OFFSET = _records.ITEM_PRIORITY_OFFSET
+
+
 cdef Py_ssize_t _slot_offset(_TypeObject* type, str name) noexcept:
     """Where objects of ``type`` keep attribute ``name``: the offset of its writable
     __slots__ member when setting the attribute does no more than store the value there
@@ -887,9 +892,9 @@ def assign_priorities(targets, priorities):
         # value is stored there as the slot's descriptor stores it, the old values asked
         # for a few targets ahead. They are released at the end: no code runs in between.
         target = <PyObject*>target_tuple[0]
-        if _Type(target) is <_TypeObject*><PyObject*>_Item:
+        if _Type(target) is _RECORD_ITEM:
             # The table's records (``reverb_py._speedups.records.Item``): an object field.
-            offset = _ITEM_PRIORITY_OFFSET
+            offset = _RECORD_PRIORITY_OFFSET
         else:
             offset = _slot_offset(_Type(target), _PRIORITY)
         if offset >= 0:

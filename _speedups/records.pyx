@@ -13,6 +13,7 @@ from cython.operator cimport dereference as deref
 from cpython.ref cimport Py_INCREF, Py_XDECREF, PyObject
 from libc.stdint cimport uint64_t
 from libcpp.unordered_map cimport unordered_map
+from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 
 from _common cimport check_key
@@ -110,8 +111,12 @@ A chunk as the server keeps it (see ``reverb_py._pure.records.Chunk``)."""
     cdef vector[PyObject*] _filed_in
     cdef uint64_t _filed_key
     cdef Py_ssize_t _filed_bytes
+    cdef bint _made
 
     def __init__(self, key, episode_id, data, steps=(), defect=None):
+        if self._made:
+            raise TypeError("A Chunk is made once: its key and data cannot change.")
+        self._made = True
         self.key = key
         self.episode_id = episode_id
         self.data = data
@@ -144,22 +149,36 @@ Chunks by key, each only as long as something else holds it (see
     cdef unordered_map[uint64_t, PyObject*] _chunks
     cdef Py_ssize_t _nbytes
 
+    def __init__(self):
+        pass
+
     def add(self, chunk):
         cdef unordered_map[uint64_t, PyObject*].iterator it
         if type(chunk) is not Chunk:
             raise TypeError(f"LiveChunks holds Chunk objects, not {type(chunk).__name__}.")
         cdef Chunk filed = <Chunk>chunk
         cdef uint64_t key = check_key(filed.key)
+        # len() may run code (a data object of its own): before the map is read.
+        cdef Py_ssize_t nbytes = len(filed.data)
         it = self._chunks.find(key)
         if it != self._chunks.end():
             return <object>deref(it).second
-        cdef Py_ssize_t nbytes = len(filed.data)
+        # A chunk's key and data never change (read-only, made once): what it was first
+        # filed under holds for every LiveChunks.
         if filed._filed_in.empty():
             filed._filed_key = key
             filed._filed_bytes = nbytes
-        # The key and data are read-only: what a chunk was filed under holds for all.
-        self._chunks[key] = <PyObject*>filed
+        # The chunk learns of the filing first, so that no entry it does not know of can
+        # outlive it; either step may raise MemoryError, leaving nothing changed.
+        cdef pair[uint64_t, PyObject*] entry
+        entry.first = key
+        entry.second = <PyObject*>filed
         filed._filed_in.push_back(<PyObject*>self)
+        try:
+            self._chunks.insert(entry)
+        except BaseException:
+            filed._filed_in.pop_back()
+            raise
         Py_INCREF(self)
         self._nbytes += filed._filed_bytes
         return chunk
@@ -181,12 +200,12 @@ Chunks by key, each only as long as something else holds it (see
     def values(self):
         # Each chunk is held (a reference taken) before anything that could run code
         # (an allocation may start a collection, which may free chunks) happens.
+        cdef list result = []
         cdef vector[PyObject*] held
         held.reserve(self._chunks.size())
         for entry in self._chunks:
             Py_INCREF(<object>entry.second)
             held.push_back(entry.second)
-        result = []
         cdef PyObject* chunk
         try:
             for chunk in held:

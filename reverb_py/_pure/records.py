@@ -101,7 +101,7 @@ class Chunk:
     ``defect`` says why no slice may reference the chunk (no tensors, an inverted
     sequence range, a tensor no client could decode: see
     ``reverb_py._codec.fields.checked_chunk_header``), or is None. ``key`` and ``data``
-    are read-only (:class:`LiveChunks` files a chunk by them).
+    are read-only and a chunk is made once (:class:`LiveChunks` files a chunk by them).
     """
 
     __slots__ = ("_key", "episode_id", "_data", "steps", "defect", "__weakref__")
@@ -114,6 +114,8 @@ class Chunk:
         steps: tuple[int, ...] = (),
         defect: str | None = None,
     ) -> None:
+        if hasattr(self, "_key"):
+            raise TypeError("A Chunk is made once: its key and data cannot change.")
         self._key = key
         self.episode_id = episode_id
         self._data = data
@@ -153,12 +155,14 @@ class LiveChunks:
         the chunk the key now names.
 
         Raises:
-          TypeError: ``chunk`` is not a :class:`Chunk`, or its key not an integer.
+          TypeError: ``chunk`` is not a :class:`Chunk`, its key not an integer, or its
+            data without a length.
           InvalidArgumentError: its key is out of ``[0, 2**64)``.
         """
         if type(chunk) is not Chunk:
             raise TypeError(f"LiveChunks holds Chunk objects, not {type(chunk).__name__}.")
         key = check_key(chunk.key)
+        len(chunk.data)  # Its data has a length (``nbytes``), read before the key is looked up.
         return self._chunks.setdefault(key, chunk)
 
     def get(self, key: int) -> Chunk | None:

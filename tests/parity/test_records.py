@@ -7,6 +7,7 @@ import gc
 import pickle
 import random
 import types
+from collections.abc import Callable
 
 import pytest
 
@@ -62,6 +63,50 @@ def test_chunk_key_and_data_are_read_only(impl: types.SimpleNamespace) -> None:
     )
 
 
+def test_a_chunk_is_made_once(impl: types.SimpleNamespace) -> None:
+    live = impl.LiveChunks()
+    chunk = impl.Chunk(1, 0, b"abc")
+    live.add(chunk)
+    with pytest.raises(TypeError, match="A Chunk is made once"):
+        chunk.__init__(2, 0, b"x")
+    assert (chunk.key, chunk.data) == (1, b"abc")
+    del chunk
+    gc.collect()
+    assert (len(live), live.nbytes, live.get(1), live.get(2)) == (0, 0, None, None)
+    with pytest.raises(TypeError):
+        impl.LiveChunks(1)
+
+
+class _Sized:
+    """Chunk data whose ``len()`` runs code."""
+
+    def __init__(self, size: int, on_len: Callable[[], None]) -> None:
+        self.size = size
+        self.on_len = on_len
+
+    def __len__(self) -> int:
+        on_len, self.on_len = self.on_len, lambda: None
+        on_len()
+        return self.size
+
+
+def test_a_chunk_added_while_another_is_added_keeps_the_index_whole(
+    impl: types.SimpleNamespace,
+) -> None:
+    live = impl.LiveChunks()
+    held: dict[str, object] = {"inner": impl.Chunk(5, 0, b"ab")}
+    held["outer"] = impl.Chunk(5, 0, _Sized(7, lambda: live.add(held["inner"])))
+    # The key was taken while the outer chunk's size was read: the first chunk stays.
+    assert live.add(held["outer"]) is held["inner"]
+    assert (len(live), live.get(5)) == (1, held["inner"])
+    held["again"] = impl.Chunk(6, 0, _Sized(3, lambda: live.add(held["again"])))
+    assert live.add(held["again"]) is held["again"]
+    assert len(live) == 2
+    held.clear()
+    gc.collect()
+    assert (len(live), live.nbytes) == (0, 0)
+
+
 def test_live_chunks_keep_the_first_chunk_of_a_key(impl: types.SimpleNamespace) -> None:
     live = impl.LiveChunks()
     first, again, other = impl.Chunk(5, 0, b"abc"), impl.Chunk(5, 0, b"abc"), impl.Chunk(6, 0, b"x")
@@ -115,6 +160,8 @@ def test_live_chunks_refuse_what_is_not_a_chunk_with_a_key(impl: types.SimpleNam
         live.add(impl.Chunk(-1, 0, b""))
     with pytest.raises(errors.InvalidArgumentError, match=r"got 18446744073709551616"):
         live.add(impl.Chunk(2**64, 0, b""))
+    with pytest.raises(TypeError):
+        live.add(impl.Chunk(3, 0, object()))  # data without a length
     assert len(live) == 0
 
 
