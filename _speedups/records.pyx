@@ -16,7 +16,7 @@ from libcpp.unordered_map cimport unordered_map
 from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 
-from _common cimport check_key
+from _common cimport check_key, is_key
 
 __all__ = ["Chunk", "Item", "LiveChunks"]
 
@@ -185,12 +185,8 @@ Chunks by key, each only as long as something else holds it (see
 
     def get(self, key):
         cdef unordered_map[uint64_t, PyObject*].iterator it
-        cdef uint64_t k
-        if not isinstance(key, int):
-            return None
-        try:
-            k = check_key(key)
-        except Exception:
+        cdef uint64_t k = 0
+        if not is_key(key, &k):
             return None
         it = self._chunks.find(k)
         if it == self._chunks.end():

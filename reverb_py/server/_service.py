@@ -180,7 +180,7 @@ class ReverbServicer:
         PERF(live-chunk-bytes): O(1) with the compiled records, O(chunks held) with the
         pure ones; on a scrape only.
         """
-        return int(self._live_chunks.nbytes)
+        return self._live_chunks.nbytes
 
     def _open_stream(self, method: str) -> None:
         """Counts a stream in; past ``max_streams`` it is refused."""
