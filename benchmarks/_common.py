@@ -80,6 +80,20 @@ def write_json(path: str | os.PathLike[str], data: dict[str, Any]) -> pathlib.Pa
     return path
 
 
+def print_ab(
+    summary: dict[str, dict[str, float]],
+    ratios: dict[str, float],
+    ways: tuple[str, str],
+    keys: list[str] | tuple[str, ...],
+    value_format: str = ",.0f",
+) -> None:
+    """One line per key of an A/B benchmark's medians: ``key  a <value>  b <value>  x<ratio>``."""
+    width = max(len(k) for k in keys)
+    for k in keys:
+        values = "   ".join(f"{way} {format(summary[way][k], value_format):>11}" for way in ways)
+        print(f"{k:{width}s}  {values}   x{ratios[k]:.2f}")
+
+
 def fmt_rate(value: float | None) -> str:
     """Ops/s, human readable: 1.23M, 456k, 789."""
     if value is None:

@@ -27,6 +27,7 @@ from benchmarks._common import (
     alternating_main,
     machine_info,
     median,
+    print_ab,
     write_json,
 )
 
@@ -102,11 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratios": ratios,
     }
     path = write_json(args.out, data)
-    for k in keys:
-        print(
-            f"{k:10s} polled {summary['polled'][k]:9,.0f}   loop {summary['loop'][k]:9,.0f}"
-            f"   x{ratios[k]:.2f}"
-        )
+    print_ab(summary, ratios, ("polled", "loop"), keys)
     print(f"wrote {path}")
     return 0
 
