@@ -80,6 +80,19 @@ def write_json(path: str | os.PathLike[str], data: dict[str, Any]) -> pathlib.Pa
     return path
 
 
+def worker_parser(
+    doc: str, repeats: int, seconds: float, out: str | None
+) -> argparse.ArgumentParser:
+    """The command line of a benchmark that starts its own worker processes:
+    ``--repeats``, ``--seconds``, ``--out`` and the hidden ``--worker``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--seconds", type=float, default=seconds)
+    parser.add_argument("--out", default=out)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    return parser
+
+
 def print_ab(
     summary: dict[str, dict[str, float]],
     ratios: dict[str, float],

@@ -26,16 +26,14 @@ for every repetition, so the table grows (to about 10**5 items per repetition).
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
-import subprocess
 import sys
-import threading
 import time
 from typing import Any
 
+from benchmarks import _writer_procs
 from benchmarks._common import (
     RESULTS_DIR,
     machine_info,
@@ -44,6 +42,7 @@ from benchmarks._common import (
     proc_cpu_seconds,
     start_worker,
     stop_worker,
+    worker_parser,
     write_json,
 )
 
@@ -51,7 +50,7 @@ WAYS = ("compiled", "pure")
 TABLE = "writers"
 PROCESSES = 2
 THREADS = 4
-START_DELAY_S = 3.0  # the writer processes import and connect before they start together
+FLUSH = 16  # flush(block_until_num_items=16) after every item
 
 
 def _use_pure_records() -> None:
@@ -89,15 +88,7 @@ def _server(way: str) -> None:
             totals["collections"] += 1
 
     gc.callbacks.append(timed)
-    table = reverb.Table(
-        TABLE,
-        sampler=reverb.selectors.Uniform(),
-        remover=reverb.selectors.Fifo(),
-        max_size=10**6,
-        rate_limiter=reverb.rate_limiters.MinSize(1),
-    )
-    server = reverb.Server([table], port=0)
-    print(server.port, flush=True)
+    server = _writer_procs.serve(TABLE)
     for _ in sys.stdin:
         held = server._servicer._tables[TABLE].items()[:1]
         stats = {
@@ -114,41 +105,6 @@ def _server(way: str) -> None:
     server.stop()
 
 
-def _writers(port: int, threads: int, t_go: float, seconds: float) -> None:
-    """``threads`` writers on one blocking client from ``t_go`` (``time.time()``) for
-    ``seconds``; prints the items they had confirmed and this process' CPU seconds."""
-    import reverb_py as reverb
-    from benchmarks import _workloads as wl
-
-    client = reverb.Client(f"localhost:{port}")
-    step = wl.small_step()
-    counts = [0] * threads
-    failures: list[str] = []
-    deadline = time.monotonic() + (t_go - time.time()) + seconds
-
-    def run(i: int) -> None:
-        progress: list[tuple[float, int]] = []
-        try:
-            with client.trajectory_writer(num_keep_alive_refs=wl.SEQ_LEN) as writer:
-                wl.writer_loop(writer, TABLE, step, progress, lambda: False, deadline)
-            counts[i] = progress[-1][1]
-        except BaseException as error:  # noqa: BLE001 - reported to the parent
-            failures.append(repr(error))
-
-    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
-    # The processes start their writers together, at t_go.
-    time.sleep(max(0.0, t_go - time.time()))
-    cpu0 = time.process_time()
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    cpu = time.process_time() - cpu0
-    if failures:
-        raise SystemExit(f"writer failed: {failures[0]}")
-    print(json.dumps({"items": sum(counts), "cpu_seconds": cpu}), flush=True)
-
-
 def _server_stats(server: Any) -> dict[str, Any]:
     server.stdin.write("stats\n")
     server.stdin.flush()
@@ -157,38 +113,19 @@ def _server_stats(server: Any) -> dict[str, Any]:
 
 def _repetition(server: Any, port: int, seconds: float) -> dict[str, Any]:
     """8 writers on ``server`` for ``seconds``: what they and the server spent."""
-    t_go = time.time() + START_DELAY_S
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.server_records",
-                "--worker",
-                f"writers:{port}:{THREADS}:{t_go!r}:{seconds!r}",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(PROCESSES)
-    ]
+    procs = _writer_procs.start(port, TABLE, PROCESSES, THREADS, seconds, FLUSH)
     before = _server_stats(server)
     cpu0 = proc_cpu_seconds(server.pid)
-    outs = []
-    for proc in procs:
-        out, _ = proc.communicate(timeout=seconds + 120)
-        if proc.returncode:
-            raise RuntimeError(f"a writer process failed ({proc.returncode})")
-        outs.append(json.loads(out.strip().splitlines()[-1]))
+    writers = _writer_procs.finish(procs, seconds)
     cpu1 = proc_cpu_seconds(server.pid)
     after = _server_stats(server)
-    items = sum(o["items"] for o in outs)
+    items = writers["items"]
     assert cpu0 is not None and cpu1 is not None
     return {
         "items": items,
         "items_per_s": items / seconds,
         "server_cpu_us_per_item": 1e6 * (cpu1 - cpu0) / items,
-        "client_cpu_us_per_item": 1e6 * sum(o["cpu_seconds"] for o in outs) / items,
+        "client_cpu_us_per_item": 1e6 * writers["cpu_seconds"] / items,
         "gc_us_per_item": 1e6 * (after["gc_seconds"] - before["gc_seconds"]) / items,
         "gc_collections": after["gc_collections"] - before["gc_collections"],
         "gc_tracked_before": before["gc_tracked_objects"],
@@ -233,22 +170,13 @@ KEYS = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=6)
-    parser.add_argument("--seconds", type=float, default=4.0)
+    parser = worker_parser(__doc__ or "", 6, 4.0, None)
     parser.add_argument(
         "--kept", action="store_true", help="one server per way for every repetition"
     )
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        role, _, rest = args.worker.partition(":")
-        if role == "server":
-            _server(rest)
-        else:
-            port, threads, t_go, seconds = rest.split(":")
-            _writers(int(port), int(threads), float(t_go), float(seconds))
+        _server(args.worker.partition(":")[2])
         return 0
     runs = measure(args.repeats, args.seconds, args.kept)
     summary = {way: {k: median([r[k] for r in runs[way]]) for k in KEYS} for way in WAYS}
