@@ -77,7 +77,9 @@ An item of a table (see ``reverb_py._pure.records.Item``)."""
 
 
 cdef Py_ssize_t _priority_offset() except -1:
-    # The word of an Item that holds a priority set to an object nothing else holds.
+    # The word of an Item that holds a priority set to an object nothing else holds
+    # (Cython gives no address of an object attribute, so the field is found by what it
+    # holds).
     marker = object()
     cdef Item probe = Item(0, marker)
     cdef PyObject** words = <PyObject**><PyObject*>probe

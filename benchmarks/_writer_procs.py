@@ -1,8 +1,9 @@
-"""Blocking writer processes for the many-writer benchmarks (``server_records``,
-``request_sizes``): ``processes`` processes of ``threads`` threads, each thread its own
-``TrajectoryWriter`` on its process' one ``Client``, writing small steps as
-``benchmarks.compare``'s ``writers`` workload does (a length-1 item per step,
-``flush(block_until_num_items=...)`` after each), all starting at once.
+"""Blocking writers and their server for the many-writer benchmarks
+(``server_records``, ``request_sizes``, ``server_split``): ``processes`` processes of
+``threads`` threads, each thread its own ``TrajectoryWriter`` on its process' one
+``Client``, writing small steps as ``benchmarks.compare``'s ``writers`` workload does (a
+length-1 item per step, ``flush(block_until_num_items=...)`` after each), all starting
+at once.
 
 A process is ``python -m benchmarks._writer_procs <port> <table> <threads> <t_go>
 <seconds> <block_until>``; it prints one JSON line: the items its writers had confirmed

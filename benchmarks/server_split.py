@@ -40,10 +40,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from typing import Any
 
+from benchmarks import _writer_procs
 from benchmarks._common import (
     RESULTS_DIR,
     machine_info,
@@ -53,6 +53,7 @@ from benchmarks._common import (
     write_json,
 )
 
+TABLE = "t"
 BUCKETS = ("own", "grpc_calls", "grpc_python", "event_loop_c", "asyncio", "grpc_poller", "other")
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # A source line of reverb_py that hands over to gRPC.
@@ -116,42 +117,16 @@ def split(raw: str) -> dict[str, Any]:
 
 
 def _server() -> None:
-    import reverb_py as reverb
-
-    table = reverb.Table(
-        "t",
-        reverb.selectors.Uniform(),
-        reverb.selectors.Fifo(),
-        10**6,
-        reverb.rate_limiters.MinSize(1),
-    )
-    server = reverb.Server([table], port=0)
-    print(server.port, flush=True)
+    server = _writer_procs.serve(TABLE)
     sys.stdin.read()  # until the parent closes it
     server.stop()
 
 
 def _client(port: int, threads: int, seconds: float) -> None:
-    import reverb_py as reverb
     from benchmarks import _workloads as wl
 
-    client = reverb.Client(f"localhost:{port}")
-    step = wl.small_step()
-    end = time.monotonic() + seconds
-    counts = [0] * threads
-
-    def run(i: int) -> None:
-        progress: list[tuple[float, int]] = []
-        with client.trajectory_writer(num_keep_alive_refs=wl.SEQ_LEN) as writer:
-            wl.writer_loop(writer, "t", step, progress, lambda: False, end)
-        counts[i] = progress[-1][1]
-
-    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join()
-    print(sum(counts), flush=True)
+    written = _writer_procs.run_writers(port, TABLE, threads, time.time(), seconds, wl.FLUSH_EVERY)
+    print(written["items"], flush=True)
 
 
 def measure(threads: int, duration: float, py_spy: str) -> dict[str, Any]:
