@@ -16,12 +16,14 @@ import grpc
 import pytest
 
 import reverb_py as reverb
-from reverb_py import errors
+from reverb_py import _impl, errors
 from reverb_py._client import mutations
 from reverb_py._client.channel import MUTATE_STREAM_PATH, PATH_PREFIX, identity
 from reverb_py._proto import reverb_service_pb2 as pb
 from reverb_py.server import Server, ServerLimits
 from reverb_py.server._service import ReverbServicer
+
+encode_mutate_request = _impl.mutations.encode_mutate_request
 
 
 def new_tables() -> list[reverb.Table]:
@@ -65,6 +67,13 @@ def fill(server: Server, count: int) -> list[int]:
     for value in range(count):
         client.insert([float(value)], priorities={"prio": 1.0})
     return [item.key for item in server.tables[0].items()]
+
+
+def open_call(channel: grpc.aio.Channel) -> grpc.aio.StreamStreamCall:
+    """A mutation stream of ``channel``, raw: requests and answers as bytes."""
+    return channel.stream_stream(
+        MUTATE_STREAM_PATH, request_serializer=identity, response_deserializer=identity
+    )()
 
 
 def priorities(server: Server) -> dict[int, float]:
@@ -305,23 +314,55 @@ class socket_port:
 
 
 async def test_the_stream_answers_each_request_in_order(server: Server) -> None:
-    from reverb_py import _impl
-
-    wire = _impl.mutations
     keys = await asyncio.get_running_loop().run_in_executor(None, fill, server, 2)
     async with grpc.aio.insecure_channel(f"localhost:{server.port}") as channel:
-        call = channel.stream_stream(
-            MUTATE_STREAM_PATH, request_serializer=identity, response_deserializer=identity
-        )()
+        call = open_call(channel)
         for value in (2.0, 3.0):
-            await call.write(wire.encode_mutate_request("prio", {keys[0]: value}, None))
+            await call.write(encode_mutate_request("prio", {keys[0]: value}, None))
             assert await call.read() == b""
             assert priorities(server)[keys[0]] == value
-        await call.write(wire.encode_mutate_request("nope", {keys[0]: 1.0}, None))
+        await call.write(encode_mutate_request("nope", {keys[0]: 1.0}, None))
         with pytest.raises(grpc.aio.AioRpcError):
             await call.read()
         assert await call.code() == grpc.StatusCode.NOT_FOUND
         assert "Priority table nope was not found" in await call.details()
+
+
+async def test_requests_sent_ahead_are_answered_in_order_before_a_refusal(
+    server: Server,
+) -> None:
+    # A client may write requests without waiting for their answers: each is applied and
+    # answered in order, and a refused one ends the stream after every earlier answer.
+    keys = await asyncio.get_running_loop().run_in_executor(None, fill, server, 1)
+    async with grpc.aio.insecure_channel(f"localhost:{server.port}") as channel:
+        call = open_call(channel)
+        for value in range(1, 21):
+            await call.write(encode_mutate_request("prio", {keys[0]: float(value)}, None))
+        await call.write(encode_mutate_request("nope", {keys[0]: 1.0}, None))
+        answers = [await call.read() for _ in range(20)]
+        assert answers == [b""] * 20
+        assert priorities(server)[keys[0]] == 20.0
+        with pytest.raises(grpc.aio.AioRpcError):
+            await call.read()
+        assert await call.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_a_stream_cancelled_with_answers_due_is_released(server: Server) -> None:
+    # The client stops reading, then cancels: the server ends the stream (its answer
+    # writes included) and goes on answering others.
+    keys = await asyncio.get_running_loop().run_in_executor(None, fill, server, 1)
+    async with grpc.aio.insecure_channel(f"localhost:{server.port}") as channel:
+        call = open_call(channel)
+        for value in range(1, 51):
+            await call.write(encode_mutate_request("prio", {keys[0]: float(value)}, None))
+        await _until(lambda: priorities(server)[keys[0]] == 50.0)
+        call.cancel()
+        await _until_no_mutate_streams(server)
+        other = open_call(channel)
+        await other.write(encode_mutate_request("prio", {keys[0]: 2.0}, None))
+        assert await other.read() == b""
+        assert priorities(server)[keys[0]] == 2.0
+        other.cancel()
 
 
 def test_a_process_with_an_idle_stream_exits(server: Server, blocking_way: str) -> None:
