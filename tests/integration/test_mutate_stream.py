@@ -365,6 +365,29 @@ async def test_a_stream_cancelled_with_answers_due_is_released(server: Server) -
         other.cancel()
 
 
+async def test_an_answer_write_left_behind_is_settled() -> None:
+    # A handler that ends with an answer's write under way cancels it; one that failed
+    # has its error taken, so asyncio reports no "exception was never retrieved".
+    from reverb_py.server._service import _settle
+
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, object]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    try:
+        under_way = loop.create_future()
+        _settle(under_way)
+        assert under_way.cancelled()
+        failed = loop.create_future()
+        failed.set_exception(RuntimeError("the client went away"))
+        _settle(failed)
+        del failed
+        gc.collect()
+        assert reported == []
+    finally:
+        loop.set_exception_handler(previous)
+
+
 def test_a_process_with_an_idle_stream_exits(server: Server, blocking_way: str) -> None:
     code = (
         "import reverb_py\n"
