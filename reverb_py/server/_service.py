@@ -39,6 +39,11 @@ __all__ = ["ReverbServicer"]
 
 _logger = logging.getLogger("reverb_py")
 
+ANSWER_TASK = True
+"""Whether a ``MutatePrioritiesStream`` answer is written by a task of its own while the
+next request is read; False: each answer's write is awaited before the next read (the
+former way). ``benchmarks.mutate_answers`` compares the two."""
+
 # The first batch asked of a table by a sample stream; later batches (of this request
 # and the stream's next ones) double, within both bounds below.
 FIRST_SAMPLE_BATCH = 16
@@ -267,7 +272,10 @@ class ReverbServicer:
                     await self._abort(context, error)
                 if answer is not None:
                     await answer
-                answer = asyncio.ensure_future(context.write(b""))
+                if ANSWER_TASK:
+                    answer = asyncio.ensure_future(context.write(b""))
+                else:
+                    await context.write(b"")
             if answer is not None:
                 await answer
         finally:

@@ -328,11 +328,16 @@ async def test_the_stream_answers_each_request_in_order(server: Server) -> None:
         assert "Priority table nope was not found" in await call.details()
 
 
+@pytest.mark.parametrize("answer_task", [True, False])
 async def test_requests_sent_ahead_are_answered_in_order_before_a_refusal(
-    server: Server,
+    server: Server, answer_task: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A client may write requests without waiting for their answers: each is applied and
-    # answered in order, and a refused one ends the stream after every earlier answer.
+    # answered in order, and a refused one ends the stream after every earlier answer;
+    # whether answers are written by a task (the default) or awaited in turn.
+    from reverb_py.server import _service
+
+    monkeypatch.setattr(_service, "ANSWER_TASK", answer_task)
     keys = await asyncio.get_running_loop().run_in_executor(None, fill, server, 1)
     async with grpc.aio.insecure_channel(f"localhost:{server.port}") as channel:
         call = open_call(channel)
