@@ -93,6 +93,14 @@ def worker_parser(
     return parser
 
 
+def ab_medians(
+    runs: dict[str, list[dict[str, Any]]], keys: tuple[str, ...] | list[str], a: str, b: str
+) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """An A/B benchmark's medians per way and key, and way ``a``'s over way ``b``'s."""
+    summary = {way: {k: median([r[k] for r in rs]) for k in keys} for way, rs in runs.items()}
+    return summary, {k: summary[a][k] / summary[b][k] for k in keys}
+
+
 def print_ab(
     summary: dict[str, dict[str, float]],
     ratios: dict[str, float],

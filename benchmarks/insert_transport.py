@@ -24,9 +24,9 @@ import time
 from typing import Any
 
 from benchmarks._common import (
+    ab_medians,
     alternating_main,
     machine_info,
-    median,
     print_ab,
     write_json,
 )
@@ -85,8 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args, runs = ran
     keys = [f"flush_{n}" for n in FLUSHES]
-    summary = {way: {k: median([r[k] for r in runs[way]]) for k in keys} for way in WAYS}
-    ratios = {k: summary["polled"][k] / summary["loop"][k] for k in keys}
+    summary, ratios = ab_medians(runs, keys, "polled", "loop")
     data: dict[str, Any] = {
         "benchmark": "insert_transport",
         "machine": machine_info(),

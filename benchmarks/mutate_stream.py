@@ -51,22 +51,30 @@ def held_keys() -> list[int]:
     return random.Random(SEED).sample(range(1, 2**62), KEYS)
 
 
-def _server() -> None:
+def prioritized_table(name: str, keys: list[int], max_size: int) -> Any:
+    """A ``Prioritized(0.8)`` table (Fifo remover, ``MinSize(1)``) holding a bare item of
+    priority 1 for each of ``keys``, inserted in-process."""
     import reverb_py as reverb
     from reverb_py.table import Item
 
     table = reverb.Table(
-        "p",
+        name,
         reverb.selectors.Prioritized(0.8),
         reverb.selectors.Fifo(),
-        10**6,
+        max_size,
         reverb.rate_limiters.MinSize(1),
     )
-    for key in held_keys():
+    for key in keys:
         table.insert_or_enqueue(
             Item(key, 1.0, trajectory=b"", chunks=(), episode_ids=(), times_sampled=0)
         )
-    server = reverb.Server([table], port=0)
+    return table
+
+
+def _server() -> None:
+    import reverb_py as reverb
+
+    server = reverb.Server([prioritized_table("p", held_keys(), 10**6)], port=0)
     print(server.port, flush=True)
     sys.stdin.read()
     server.stop()

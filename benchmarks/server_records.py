@@ -36,8 +36,8 @@ from typing import Any
 from benchmarks import _writer_procs
 from benchmarks._common import (
     RESULTS_DIR,
+    ab_medians,
     machine_info,
-    median,
     print_ab,
     proc_cpu_seconds,
     start_worker,
@@ -179,8 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         _server(args.worker.partition(":")[2])
         return 0
     runs = measure(args.repeats, args.seconds, args.kept)
-    summary = {way: {k: median([r[k] for r in runs[way]]) for k in KEYS} for way in WAYS}
-    ratios = {k: summary["compiled"][k] / summary["pure"][k] for k in KEYS}
+    summary, ratios = ab_medians(runs, KEYS, "compiled", "pure")
     name = "server_records-kept" if args.kept else "server_records"
     data: dict[str, Any] = {
         "benchmark": "server_records",
