@@ -253,8 +253,8 @@ class ReverbServicer:
         PERF(mutate-answer-task): each answer is written by a task of its own while the
         next request is read, so gRPC is already waiting for that request when it comes
         (an awaited write would first take the write's completion through gRPC's polling
-        thread and the event loop). One answer is written at a time, in order: the next
-        answer, and the status of a refused request, wait for the one under way.
+        thread and the event loop). One answer is written at a time, in order: a request
+        is applied (or refused) once the answer before it has been written.
         """
         try:
             self._open_stream("MutatePrioritiesStream")
@@ -263,15 +263,13 @@ class ReverbServicer:
         answer: asyncio.Future[None] | None = None
         try:
             async for request in request_iterator:
+                if answer is not None:
+                    await answer
                 try:
                     name, keys, priorities, deletes = _impl.mutations.decode_mutate_request(request)
                     self._table(name).mutate_columns(keys, priorities, deletes)
                 except errors.ReverbError as error:
-                    if answer is not None:
-                        await answer
                     await self._abort(context, error)
-                if answer is not None:
-                    await answer
                 if ANSWER_TASK:
                     answer = asyncio.ensure_future(context.write(b""))
                 else:

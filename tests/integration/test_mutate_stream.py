@@ -370,6 +370,38 @@ async def test_a_stream_cancelled_with_answers_due_is_released(server: Server) -
         other.cancel()
 
 
+async def test_a_cancelled_handler_cancels_the_answer_under_way() -> None:
+    # The handler is cancelled (the client went away) while gRPC still holds an answer
+    # (a client that stopped reading): the write is cancelled, not waited for, and the
+    # stream is counted closed.
+    servicer = ReverbServicer({table.name: table for table in new_tables()})
+    write_started = asyncio.Event()
+    write_cancelled = asyncio.Event()
+
+    class Context:
+        async def write(self, message: bytes) -> None:
+            write_started.set()
+            try:
+                await asyncio.Event().wait()  # never taken
+            except asyncio.CancelledError:
+                write_cancelled.set()
+                raise
+
+    async def requests() -> AsyncIterator[bytes]:
+        yield encode_mutate_request("prio", {}, None)
+        await asyncio.Event().wait()  # the client sends nothing more
+
+    handler = asyncio.ensure_future(servicer.MutatePrioritiesStream(requests(), Context()))
+    await write_started.wait()
+    assert servicer.streams_by_method["MutatePrioritiesStream"] == 1
+    handler.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(handler, timeout=10)
+    assert write_cancelled.is_set()
+    assert servicer.streams_by_method["MutatePrioritiesStream"] == 0
+    assert servicer.open_streams == 0
+
+
 async def test_an_answer_write_left_behind_is_settled() -> None:
     # A handler that ends with an answer's write under way cancels it; one that failed
     # has its error taken, so asyncio reports no "exception was never retrieved".
