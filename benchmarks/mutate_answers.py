@@ -41,7 +41,7 @@ from benchmarks._common import (
     worker_parser,
     write_json,
 )
-from benchmarks.mutate_stream import prioritized_table
+from benchmarks.mutate_stream import held_keys, prioritized_table
 
 WAYS = ("task", "awaited")
 TABLE = "prioritized"
@@ -51,18 +51,13 @@ PER_CALL = 256
 SEED = 11
 
 
-def held_keys() -> list[int]:
-    """The server's keys (the client makes the same ones from the same seed)."""
-    return random.Random(SEED).sample(range(1, 2**62), ITEMS)
-
-
 def _server(way: str) -> None:
     """A server of ``way``; prints its port, then runs until stdin closes."""
     import reverb_py as reverb
     from reverb_py.server import _service
 
     _service.ANSWER_TASK = way == "task"
-    server = reverb.Server([prioritized_table(TABLE, held_keys(), ITEMS)], port=0)
+    server = reverb.Server([prioritized_table(TABLE, held_keys(ITEMS, SEED), ITEMS)], port=0)
     print(server.port, flush=True)
     sys.stdin.read()
     server.stop()
@@ -70,7 +65,7 @@ def _server(way: str) -> None:
 
 def _calls() -> list[dict[int, float]]:
     rng = random.Random(SEED + 1)
-    keys = rng.sample(held_keys(), UPDATED)
+    keys = rng.sample(held_keys(ITEMS, SEED), UPDATED)
     return [
         {key: rng.uniform(0.1, 2.0) for key in keys[i : i + PER_CALL]}
         for i in range(0, UPDATED - PER_CALL + 1, PER_CALL)

@@ -46,9 +46,9 @@ KEYS = 10_000
 SEED = 7
 
 
-def held_keys() -> list[int]:
+def held_keys(count: int = KEYS, seed: int = SEED) -> list[int]:
     """The server's keys (the client makes the same ones from the same seed)."""
-    return random.Random(SEED).sample(range(1, 2**62), KEYS)
+    return random.Random(seed).sample(range(1, 2**62), count)
 
 
 def prioritized_table(name: str, keys: list[int], max_size: int) -> Any:
