@@ -151,15 +151,38 @@ def proc_status_kib(pid: int, field: str = "VmRSS") -> int | None:
     return None
 
 
-def proc_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of process ``pid`` (all its threads), from ``/proc/<pid>/stat``."""
+def proc_cpu_split(pid: int) -> tuple[float, float] | None:
+    """User and system CPU time of process ``pid`` (all its threads), from
+    ``/proc/<pid>/stat``; None where it cannot be read."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
             stat = f.read()
         fields = stat[stat.rindex(")") + 2 :].split()  # fields from #3 (state) on
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        tick = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tick, int(fields[12]) / tick
     except (OSError, ValueError, IndexError):
         return None
+
+
+def proc_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of process ``pid`` (all its threads), from ``/proc/<pid>/stat``."""
+    split = proc_cpu_split(pid)
+    return None if split is None else split[0] + split[1]
+
+
+def can_pin() -> bool:
+    """Whether processes can be pinned to CPUs here (Linux, at least two CPUs usable)."""
+    return hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2
+
+
+def pin_process(pid: int, cpus: set[int]) -> None:
+    """Pins every thread process ``pid`` has now to ``cpus`` (threads it starts later
+    inherit the affinity of the thread that starts them). Linux only."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except ProcessLookupError:  # the thread ended meanwhile
+            pass
 
 
 def thread_cpu_seconds() -> dict[str, float]:

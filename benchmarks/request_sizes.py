@@ -1,5 +1,7 @@
 """Insert requests as the server sees them: items and chunks per request, and the
-server's CPU per request and per item, with one writer and with 8.
+server's CPU per request and per item, with one writer and with 8; and where the
+writers' and the server's CPU per item goes (user, system, context switches) as writers
+are added and as processes share a CPU.
 
 Run from the project root::
 
@@ -10,14 +12,20 @@ A server process (compiled or pure, as the build; one Uniform table, ``max_size`
 chunks, and how many requests held each number of items; and how many confirmation
 messages it wrote. Its table is emptied before each load. Blocking writers write small
 steps as ``benchmarks.compare``'s ``writers`` workload does (a length-1 item per step,
-``flush(block_until_num_items=N)`` after each), for ``--seconds``, in four loads run in
-turn, ``--repeats`` times:
+``flush(block_until_num_items=N)`` after each), for ``--seconds``, in these loads run
+in turn, ``--repeats`` times:
 
 * ``1x1_flush16`` and ``1x1_flush5``: one process of one writer;
-* ``2x4_flush16`` and ``2x4_flush5``: 2 processes of 4 writer threads (8 writers).
+* ``2x4_flush16`` and ``2x4_flush5``: 2 processes of 4 writer threads (8 writers);
+* ``2x1_flush16``: 2 processes of one writer; ``1x4_flush16``: one process of 4;
+* ``1x1_flush16_apart``: one writer, its process pinned to one CPU and the server to
+  another; ``1x1_flush16_one_core``: both pinned to the same CPU (the pinned loads run
+  where processes can be pinned: Linux, two CPUs or more).
 
 Per load (medians over the repetitions): items/s, items and chunks per request,
 confirmations per request, the server's CPU (from ``/proc``) per request and per item,
+split into user and system time, the writer processes' CPU per item (user and system,
+from ``getrusage``) and their context switches per item (voluntary and involuntary),
 and the share of requests by items held (1 to 16, 17 meaning 17 or more).
 """
 
@@ -32,10 +40,12 @@ from typing import Any
 from benchmarks import _writer_procs
 from benchmarks._common import (
     RESULTS_DIR,
+    can_pin,
     implementation,
     machine_info,
     median,
-    proc_cpu_seconds,
+    pin_process,
+    proc_cpu_split,
     start_worker,
     stop_worker,
     worker_parser,
@@ -43,11 +53,18 @@ from benchmarks._common import (
 )
 
 TABLE = "writers"
-LOADS = {
-    "1x1_flush16": (1, 1, 16),
-    "1x1_flush5": (1, 1, 5),
-    "2x4_flush16": (2, 4, 16),
-    "2x4_flush5": (2, 4, 5),
+# load -> (processes, threads per process, flush's block_until, placement): None lets
+# the scheduler place the processes; "apart" pins the server to one CPU and the writer
+# processes to another, "one_core" pins them all to the same CPU.
+LOADS: dict[str, tuple[int, int, int, str | None]] = {
+    "1x1_flush16": (1, 1, 16, None),
+    "1x1_flush5": (1, 1, 5, None),
+    "2x4_flush16": (2, 4, 16, None),
+    "2x4_flush5": (2, 4, 5, None),
+    "2x1_flush16": (2, 1, 16, None),
+    "1x4_flush16": (1, 4, 16, None),
+    "1x1_flush16_apart": (1, 1, 16, "apart"),
+    "1x1_flush16_one_core": (1, 1, 16, "one_core"),
 }
 MAX_BUCKET = 17
 
@@ -94,18 +111,37 @@ def _counts(server: Any) -> dict[str, Any]:
     return json.loads(server.stdout.readline())
 
 
+def _placement(placement: str | None) -> tuple[set[int] | None, set[int] | None]:
+    """The CPUs for the server and for the writer processes (None: unpinned)."""
+    if placement is None:
+        return None, None
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    return {first}, ({second} if placement == "apart" else {first})
+
+
 def _load(server: Any, port: int, load: str, seconds: float) -> dict[str, Any]:
-    processes, threads, block_until = LOADS[load]
-    procs = _writer_procs.start(port, TABLE, processes, threads, seconds, block_until)
-    _counts(server)  # zero the counts (the writers start later)
-    cpu0 = proc_cpu_seconds(server.pid)
-    writers = _writer_procs.finish(procs, seconds)
-    cpu1 = proc_cpu_seconds(server.pid)
+    processes, threads, block_until, placement = LOADS[load]
+    server_cpus, writer_cpus = _placement(placement)
+    if server_cpus is not None:
+        pin_process(server.pid, server_cpus)
+    try:
+        procs = _writer_procs.start(
+            port, TABLE, processes, threads, seconds, block_until, writer_cpus
+        )
+        _counts(server)  # zero the counts (the writers start later)
+        cpu0 = proc_cpu_split(server.pid)
+        writers = _writer_procs.finish(procs, seconds)
+        cpu1 = proc_cpu_split(server.pid)
+    finally:
+        if server_cpus is not None:
+            pin_process(server.pid, os.sched_getaffinity(0))
     seen = _counts(server)
     assert cpu0 is not None and cpu1 is not None
     counts, sizes = seen["counts"], seen["sizes"]
     requests = counts["requests"]
-    cpu_us = 1e6 * (cpu1 - cpu0)
+    items = writers["items"]
+    cpu_us = 1e6 * (cpu1[0] + cpu1[1] - cpu0[0] - cpu0[1])
+    switches = writers["voluntary_switches"] + writers["involuntary_switches"]
     return {
         "items_per_s": writers["items"] / seconds,
         "items_per_request": counts["items"] / requests,
@@ -113,7 +149,12 @@ def _load(server: Any, port: int, load: str, seconds: float) -> dict[str, Any]:
         "confirmations_per_request": counts.get("confirmations", 0) / requests,
         "server_cpu_us_per_request": cpu_us / requests,
         "server_cpu_us_per_item": cpu_us / counts["items"],
-        "client_cpu_us_per_item": 1e6 * writers["cpu_seconds"] / writers["items"],
+        "client_cpu_us_per_item": 1e6 * writers["cpu_seconds"] / items,
+        "client_user_us_per_item": 1e6 * writers["user_seconds"] / items,
+        "client_system_us_per_item": 1e6 * writers["system_seconds"] / items,
+        "client_switches_per_item": switches / items,
+        "server_user_us_per_item": 1e6 * (cpu1[0] - cpu0[0]) / counts["items"],
+        "server_system_us_per_item": 1e6 * (cpu1[1] - cpu0[1]) / counts["items"],
         "requests_by_items": {
             str(n): sizes.get(str(n), 0) / requests for n in range(1, MAX_BUCKET + 1)
         },
@@ -128,20 +169,26 @@ KEYS = (
     "server_cpu_us_per_request",
     "server_cpu_us_per_item",
     "client_cpu_us_per_item",
+    "client_user_us_per_item",
+    "client_system_us_per_item",
+    "client_switches_per_item",
+    "server_user_us_per_item",
+    "server_system_us_per_item",
 )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = worker_parser(__doc__ or "", 3, 4.0, str(RESULTS_DIR / "request_sizes.json"))
     args = parser.parse_args(argv)
+    loads = {k: v for k, v in LOADS.items() if v[3] is None or can_pin()}
     if args.worker:
         _server()
         return 0
-    runs: dict[str, list[dict[str, Any]]] = {load: [] for load in LOADS}
+    runs: dict[str, list[dict[str, Any]]] = {load: [] for load in loads}
     server, port = start_worker("benchmarks.request_sizes", "server", dict(os.environ))
     try:
         for rep in range(args.repeats):
-            for load in LOADS:
+            for load in loads:
                 runs[load].append(_load(server, port, load, args.seconds))
                 print(
                     f"  rep {rep} {load}: {runs[load][-1]['items_per_s']:,.0f} items/s, "
@@ -158,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                 for n in runs[load][0]["requests_by_items"]
             },
         }
-        for load in LOADS
+        for load in loads
     }
     data: dict[str, Any] = {
         "benchmark": "request_sizes",
@@ -167,7 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         "config": {
             "repeats": args.repeats,
             "seconds": args.seconds,
-            "loads": {k: dict(zip(("processes", "threads", "flush"), v)) for k, v in LOADS.items()},
+            "loads": {
+                k: dict(zip(("processes", "threads", "flush", "placement"), v))
+                for k, v in loads.items()
+            },
             "item": "small step (obs float32[8], action float32[2], reward float32[]), "
             "length 1, num_keep_alive_refs=10",
             "table": "Uniform, Fifo remover, max_size 10**6, MinSize(1); one server, "
@@ -179,9 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     path = write_json(args.out, data)
     width = max(len(k) for k in KEYS)
-    print(f"{'':{width}s}  " + "  ".join(f"{load:>12s}" for load in LOADS))
-    for k in KEYS:
-        print(f"{k:{width}s}  " + "  ".join(f"{summary[load][k]:12,.1f}" for load in LOADS))
+    for load in loads:
+        print(load)
+        for k in KEYS:
+            print(f"  {k:{width}s}  {summary[load][k]:10,.1f}")
     print(f"wrote {path}")
     return 0
 
