@@ -48,7 +48,8 @@ Ratio convention: every ratio is "how many times better reverb_py is", > 1 = rev
 better: rates reverb_py / dm-reverb; times and bytes per item dm-reverb / reverb_py.
 
 ``--quick`` (3,000 / 300-item tables, short repetitions, 3 instead of 5 repetitions)
-writes ``results/compare_quick.json``.
+writes ``results/compare_quick.json``. ``--writers-flush N`` gives the many-writers
+workloads ``flush(block_until_num_items=N)`` instead of 16 (their labels say which).
 """
 
 from __future__ import annotations
@@ -203,7 +204,8 @@ WORKLOADS: dict[str, tuple[str, str, str, str, float | None]] = {
         2.0,
     ),
     "writers_8": (
-        "8 writers at once: 2 processes x 4 threads, blocking clients, small steps, flush(16)",
+        "8 writers at once: 2 processes x 4 threads, blocking clients, small steps, "
+        "flush({writers_flush})",
         "writers",
         "items/s",
         "higher",
@@ -217,7 +219,7 @@ WORKLOADS: dict[str, tuple[str, str, str, str, float | None]] = {
         1.5,
     ),
     "server_cpu_writers_8": (
-        "server CPU per 10,000 small items inserted (8 writers)",
+        "server CPU per 10,000 small items inserted (8 writers, flush({writers_flush}))",
         "server_cpu",
         "CPU s/10k",
         "lower",
@@ -626,11 +628,19 @@ class _ClientWorker:
         return self._timed_thread(loop, t_start, t_end)
 
     def cmd_writers(
-        self, address: str, table: str, threads: int, t_go: float, t_start: float, t_end: float
+        self,
+        address: str,
+        table: str,
+        threads: int,
+        t_go: float,
+        t_start: float,
+        t_end: float,
+        block_until: int = wl.FLUSH_EVERY,
     ) -> dict[str, Any]:
         """``threads`` threads of this process, each its own writer on one shared client,
-        run :func:`benchmarks._workloads.writer_loop` from ``t_go`` to ``t_end``; items
-        confirmed in ``[t_start, t_end]`` summed over the threads."""
+        run :func:`benchmarks._workloads.writer_loop` (``flush(block_until)`` after each
+        item) from ``t_go`` to ``t_end``; items confirmed in ``[t_start, t_end]`` summed
+        over the threads."""
         client = self.client(address)
         step = self.steps["small"][0]
         progress: list[list[tuple[float, int]]] = [[] for _ in range(threads)]
@@ -641,7 +651,9 @@ class _ClientWorker:
             try:
                 _sleep_until(t_go)
                 with client.trajectory_writer(num_keep_alive_refs=wl.SEQ_LEN) as writer:
-                    wl.writer_loop(writer, table, step, progress[i], stop.is_set, t_end)
+                    wl.writer_loop(
+                        writer, table, step, progress[i], stop.is_set, t_end, block_until
+                    )
             except BaseException:  # noqa: BLE001 - reported to the parent
                 failures.append(traceback.format_exc())
 
@@ -667,7 +679,14 @@ class _ClientWorker:
         }
 
     def cmd_aio_writers(
-        self, address: str, table: str, coroutines: int, t_go: float, t_start: float, t_end: float
+        self,
+        address: str,
+        table: str,
+        coroutines: int,
+        t_go: float,
+        t_start: float,
+        t_end: float,
+        block_until: int = wl.FLUSH_EVERY,
     ) -> dict[str, Any]:
         """``coroutines`` asyncio writers on one ``reverb_py.aio.Client`` in one event loop
         (a thread of this process), as :meth:`cmd_writers` counts them."""
@@ -681,7 +700,7 @@ class _ClientWorker:
         async def one(client: Any, i: int) -> None:
             writer = await client.trajectory_writer(num_keep_alive_refs=wl.SEQ_LEN)
             async with writer:
-                await wl.async_writer_loop(writer, table, step, progress[i], t_end)
+                await wl.async_writer_loop(writer, table, step, progress[i], t_end, block_until)
 
         async def meter() -> None:
             await asyncio.sleep(max(0.0, t_start - time.monotonic()))
@@ -925,6 +944,7 @@ def _result(
         small=f"{cfg['small_items']:,}",
         frames=f"{cfg['frame_items']:,}",
         sample_frames=f"{cfg['sample_frame_items']:,}",
+        writers_flush=cfg["writers"]["flush"],
     )
     py, dm = values["reverb_py"], values["dm_reverb"]
     if better == "higher":
@@ -1482,6 +1502,7 @@ class Compare:
                         address=srv.address,
                         table=self.writers_table("threads", r),
                         threads=threads,
+                        block_until=w["flush"],
                         t_go=t_go,
                         t_start=t_start,
                         t_end=t_end,
@@ -1498,6 +1519,7 @@ class Compare:
                         address=srv.address,
                         table=self.writers_table("aio", r),
                         coroutines=w["coroutines"],
+                        block_until=w["flush"],
                         t_go=t_go,
                         t_start=t_start,
                         t_end=t_end,
@@ -1770,6 +1792,12 @@ def main(argv: list[str] | None = None) -> int:
         "checkpoint); the tables are filled in any case",
     )
     parser.add_argument(
+        "--writers-flush",
+        type=int,
+        default=None,
+        help="block_until_num_items of the many-writers workloads' flushes; default 16",
+    )
+    parser.add_argument(
         "--keep-logs", action="store_true", help="keep the worker processes' log files"
     )
     parser.add_argument("--worker", choices=("server", "client"), help=argparse.SUPPRESS)
@@ -1808,6 +1836,7 @@ def main(argv: list[str] | None = None) -> int:
             "processes": 2,
             "threads": 4,
             "coroutines": 32,
+            "flush": args.writers_flush or wl.FLUSH_EVERY,
             "warmup": 0.3 if quick else 1.0,
             "duration": 0.6 if quick else 3.0,
         },

@@ -428,6 +428,62 @@ def plot_learner(inp: str, out: str) -> pathlib.Path:
     return _save(fig, out)
 
 
+def plot_writers_window(inputs: list[str], out: str) -> pathlib.Path:
+    """The 8 blocking writers at several flush windows (``benchmarks.compare --phases
+    writers --writers-flush N``, one file per window): items/s of both systems with the
+    ratio, and each system's CPU per item, clients' and server's, stacked."""
+    rows = []
+    for inp in inputs:
+        data = json.loads(pathlib.Path(inp).read_text(encoding="utf-8"))
+        r = data["results"]["writers_8"]
+        flush = data["config"]["writers"]["flush"]
+        per_item = {}
+        for side in ("reverb_py", "dm_reverb"):
+            x = r[side]
+            rate = x["value"]
+            per_item[side] = (
+                x["client_cpu_per_wall_s"] / rate * 1e6,
+                x["server_cpu_per_wall_s"] / rate * 1e6,
+            )
+        rows.append((flush, r["reverb_py"]["value"], r["dm_reverb"]["value"], r["ratio"], per_item))
+    rows.sort()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    x = list(range(len(rows)))
+    w = 0.38
+    colors = {"reverb_py": "#1f77b4", "dm_reverb": "#ff7f0e"}
+    for offset, side, i in ((-w / 2, "reverb_py", 1), (w / 2, "dm_reverb", 2)):
+        ax1.bar(
+            [k + offset for k in x], [row[i] for row in rows], w, color=colors[side], label=side
+        )
+    for k, row in enumerate(rows):
+        ax1.text(k, max(row[1], row[2]) * 1.03, f"×{row[3]:.2f}", ha="center", fontsize=9)
+    ax1.set_ylim(0, max(max(row[1], row[2]) for row in rows) * 1.2)
+    ax1.set_ylabel("items/s, 8 writers together")
+    ax1.legend(fontsize=7, loc="upper left")
+    for offset, side in ((-w / 2, "reverb_py"), (w / 2, "dm_reverb")):
+        client = [row[4][side][0] for row in rows]
+        server = [row[4][side][1] for row in rows]
+        xs = [k + offset for k in x]
+        ax2.bar(xs, client, w, color=colors[side], label=f"{side}: clients")
+        ax2.bar(
+            xs, server, w, bottom=client, color=colors[side], alpha=0.45, label=f"{side}: server"
+        )
+    ax2.set_ylabel("CPU µs per item")
+    ax2.legend(fontsize=7)
+    for ax in (ax1, ax2):
+        ax.set_xticks(x)
+        ax.set_xticklabels([f"flush({row[0]})" for row in rows])
+        ax.grid(axis="y", alpha=0.3)
+    m = data.get("machine", {})
+    fig.suptitle(
+        "8 blocking writers (2 processes x 4 threads), small steps, reverb_py vs dm-reverb "
+        f"0.14 by flush window — {m.get('cpu_model', '?')} ({m.get('cpu_count', '?')} "
+        f"cores), {m.get('date_utc', '')[:10]}",
+        fontsize=9,
+    )
+    return _save(fig, out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--in", dest="inp", default=None)
@@ -442,7 +498,19 @@ def main(argv: list[str] | None = None) -> int:
         "--hostile", action="store_true", help="plot hostile.json and soak.json instead"
     )
     parser.add_argument("--learner", action="store_true", help="plot learner.json instead")
+    parser.add_argument(
+        "--writers-window",
+        nargs="+",
+        metavar="COMPARE_JSON",
+        help="plot the 8 writers of these writers-phase compare runs, one per flush window",
+    )
     args = parser.parse_args(argv)
+    if args.writers_window:
+        path = plot_writers_window(
+            args.writers_window, args.out or str(RESULTS_DIR / "writers_window.png")
+        )
+        print(f"# wrote {path}")
+        return 0
     if args.learner:
         path = plot_learner(
             args.inp or str(RESULTS_DIR / "learner.json"),
