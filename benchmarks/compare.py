@@ -1753,6 +1753,17 @@ def _run(args: argparse.Namespace, cfg: dict[str, Any], dm_python: str) -> int:
     return 0
 
 
+def _block_until(text: str) -> int:
+    """``--writers-flush``'s value: an int >= 0 (``flush(0)`` waits for every item)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="JSON output path")
@@ -1793,9 +1804,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--writers-flush",
-        type=int,
-        default=None,
-        help="block_until_num_items of the many-writers workloads' flushes; default 16",
+        type=_block_until,
+        default=wl.FLUSH_EVERY,
+        help="block_until_num_items of the many-writers workloads' flushes (>= 0); "
+        f"default {wl.FLUSH_EVERY}",
     )
     parser.add_argument(
         "--keep-logs", action="store_true", help="keep the worker processes' log files"
@@ -1836,7 +1848,7 @@ def main(argv: list[str] | None = None) -> int:
             "processes": 2,
             "threads": 4,
             "coroutines": 32,
-            "flush": args.writers_flush or wl.FLUSH_EVERY,
+            "flush": args.writers_flush,
             "warmup": 0.3 if quick else 1.0,
             "duration": 0.6 if quick else 3.0,
         },

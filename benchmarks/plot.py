@@ -32,6 +32,7 @@ import argparse
 import json
 import pathlib
 import sys
+from typing import Any
 
 import matplotlib
 
@@ -433,8 +434,10 @@ def plot_writers_window(inputs: list[str], out: str) -> pathlib.Path:
     writers --writers-flush N``, one file per window): items/s of both systems with the
     ratio, and each system's CPU per item, clients' and server's, stacked."""
     rows = []
+    machine: dict[str, Any] = {}
     for inp in inputs:
         data = json.loads(pathlib.Path(inp).read_text(encoding="utf-8"))
+        machine = machine or data.get("machine", {})
         r = data["results"]["writers_8"]
         flush = data["config"]["writers"]["flush"]
         per_item = {}
@@ -474,7 +477,7 @@ def plot_writers_window(inputs: list[str], out: str) -> pathlib.Path:
         ax.set_xticks(x)
         ax.set_xticklabels([f"flush({row[0]})" for row in rows])
         ax.grid(axis="y", alpha=0.3)
-    m = data.get("machine", {})
+    m = machine
     fig.suptitle(
         "8 blocking writers (2 processes x 4 threads), small steps, reverb_py vs dm-reverb "
         f"0.14 by flush window — {m.get('cpu_model', '?')} ({m.get('cpu_count', '?')} "
