@@ -41,6 +41,13 @@ FRAMEWORKS ?= tensorflow==2.21.0 torch==2.13.0 jax==0.10.2 jaxlib==0.10.2
 .PHONY: test lint typecheck test-debug test-packaging test-frameworks test-ray test-oldest test-beside-reverb \
 	fuzz soak run build debug protos bench interop clean
 
+# An editable install leaves out reverb_py-as-reverb.pth (BuildPy in setup.py puts it in
+# wheels and sdist installs): copied into each editable environment, so that processes
+# started there honour REVERB_PY_AS_REVERB as in a user's installation.
+define as_reverb_pth
+	cp reverb_py/_as_reverb.pth "$$($(1) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/reverb_py-as-reverb.pth"
+endef
+
 # The editable install compiles nothing (REVERB_PY_NO_EXTENSIONS=1): `build` compiles
 # every module once, in place, where the editable package imports them from.
 $(VENV)/.installed: pyproject.toml setup.py
@@ -51,6 +58,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 	$(PY) -m pip install --quiet "setuptools>=77" wheel "Cython>=3.0"
 	@echo "reverb_py: installing reverb_py (editable) and its dependencies into $(VENV)"
 	REVERB_PY_NO_EXTENSIONS=1 $(PY) -m pip install --quiet --no-build-isolation -e '.[test,dev]'
+	$(call as_reverb_pth,$(PY))
 	touch $@
 
 # Incremental: only modules whose sources changed are cythonized and compiled again.
@@ -84,6 +92,7 @@ $(FRAMEWORKS_VENV)/.installed: pyproject.toml setup.py
 	$(FRAMEWORKS_PY) -m pip install --quiet --upgrade pip
 	$(FRAMEWORKS_PY) -m pip install --quiet "setuptools>=77" wheel "Cython>=3.0" $(FRAMEWORKS)
 	REVERB_PY_NO_EXTENSIONS=1 $(FRAMEWORKS_PY) -m pip install --quiet --no-build-isolation -e '.[test]'
+	$(call as_reverb_pth,$(FRAMEWORKS_PY))
 	touch $@
 
 test-frameworks: build $(FRAMEWORKS_VENV)/.installed
@@ -101,6 +110,7 @@ $(RAY_VENV)/.installed: pyproject.toml setup.py
 	$(RAY_PY) -m pip install --quiet --upgrade pip
 	$(RAY_PY) -m pip install --quiet "setuptools>=77" wheel "Cython>=3.0" $(RAY)
 	REVERB_PY_NO_EXTENSIONS=1 $(RAY_PY) -m pip install --quiet --no-build-isolation -e '.[test]'
+	$(call as_reverb_pth,$(RAY_PY))
 	touch $@
 
 test-ray: build $(RAY_VENV)/.installed
@@ -119,6 +129,7 @@ $(OLDEST_VENV)/.installed: pyproject.toml setup.py
 	$(OLDEST_VENV)/bin/python -m pip install --quiet "setuptools>=77" wheel "Cython>=3.0"
 	REVERB_PY_NO_EXTENSIONS=1 $(OLDEST_VENV)/bin/python -m pip install --quiet --no-build-isolation \
 		-e '.[test]' $(OLDEST)
+	$(call as_reverb_pth,$(OLDEST_VENV)/bin/python)
 	touch $@
 
 test-oldest: build $(OLDEST_VENV)/.installed

@@ -28,11 +28,14 @@ import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 from setuptools.errors import BaseError, CCompilerError, CompileError
 
 HERE = pathlib.Path(__file__).parent
 COMPILED_AS_IS = ("internal_writer", "trajectory_writer")
 COMPILED_AS_IS_DIR = "reverb_py/_writer"
+AS_REVERB_PTH = "reverb_py/_as_reverb.pth"
+PTH_NAME = "reverb_py-as-reverb.pth"
 NO_EXTENSIONS = bool(os.environ.get("REVERB_PY_NO_EXTENSIONS"))
 REQUIRE_EXTENSIONS = bool(os.environ.get("REVERB_PY_REQUIRE_SPEEDUPS"))
 DEBUG = bool(os.environ.get("REVERB_PY_DEBUG_BUILD"))
@@ -152,6 +155,19 @@ class BuildExt(build_ext):
         )
 
 
+class BuildPy(build_py):
+    """Also puts ``reverb_py-as-reverb.pth`` at the top of the build, so that it lands in
+    site-packages: with ``REVERB_PY_AS_REVERB=1`` set, every Python process of the
+    environment answers ``import reverb`` with reverb_py (``reverb_py/_as_reverb.py``)."""
+
+    def run(self) -> None:
+        super().run()
+        self.copy_file(str(HERE / AS_REVERB_PTH), str(pathlib.Path(self.build_lib, PTH_NAME)))
+
+    def get_outputs(self, include_bytecode: bool = True) -> list:
+        return [*super().get_outputs(include_bytecode), str(pathlib.Path(self.build_lib, PTH_NAME))]
+
+
 def _cythonize(extensions: list) -> list:
     from Cython.Build import cythonize
 
@@ -165,4 +181,4 @@ def _cythonize(extensions: list) -> list:
     ) + cythonize(as_is, compiler_directives=AS_IS_DIRECTIVES, annotate=ANNOTATE)
 
 
-setup(ext_modules=_extensions(), cmdclass={"build_ext": BuildExt})
+setup(ext_modules=_extensions(), cmdclass={"build_ext": BuildExt, "build_py": BuildPy})

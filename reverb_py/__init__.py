@@ -1,6 +1,8 @@
 """reverb_py: experience replay for reinforcement learning, without TensorFlow.
 
-``import reverb_py as reverb`` gives Reverb's public names. This module only re-exports,
+``import reverb_py as reverb`` gives Reverb's public names;
+:func:`install_as_reverb` makes ``import reverb`` itself give them, for libraries that
+import Reverb by name (Acme, TF-Agents). This module only re-exports,
 after setting gRPC's core settings for the process (:mod:`reverb_py._grpc_settings`:
 ``GRPC_VERBOSITY`` and ``GRPC_EXPERIMENTS``), which gRPC reads when it is first imported,
 so before anything here imports gRPC.
@@ -28,6 +30,7 @@ from reverb_py import (
     server_executable,
 )
 from reverb_py import structured_writer as structured
+from reverb_py._as_reverb import install_as_reverb
 from reverb_py._impl import IMPLEMENTATION
 from reverb_py.client import Client, Writer
 from reverb_py.errors import DeadlineExceededError, ReverbError
@@ -86,6 +89,7 @@ __all__ = [
     "checkpointers",
     "data",
     "errors",
+    "install_as_reverb",
     "item_selectors",
     "libpybind",
     "platform",

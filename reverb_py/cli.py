@@ -5,6 +5,9 @@ Commands::
     reverb-py info ADDRESS                 every table: size, selectors, limiter, signature
     reverb-py checkpoint ADDRESS           ask the server to write a checkpoint
     reverb-py reset ADDRESS TABLE [--yes]  remove every item of TABLE (asks first)
+    reverb-py run SCRIPT [ARGS]            run a program written for dm-reverb on reverb_py
+                                           (``import reverb`` gives reverb_py; see
+                                           :mod:`reverb_py.run`)
 
 Credentials: ``--token-file`` (or ``REVERB_PY_TOKEN`` / ``REVERB_PY_TOKEN_FILE``),
 ``--tls-ca-file`` for a server with TLS, ``--tls-cert-file`` and ``--tls-key-file`` for
@@ -121,6 +124,12 @@ def _parser() -> argparse.ArgumentParser:
     reset = commands.add_parser("reset", parents=[common], help="remove every item of a table")
     reset.add_argument("table")
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    # Handled before parsing (its arguments are the program's); listed here for --help.
+    commands.add_parser(
+        "run",
+        help="run a program written for dm-reverb: SCRIPT [ARGS] or -m MODULE [ARGS]",
+        add_help=False,
+    )
     return parser
 
 
@@ -148,6 +157,11 @@ def main(
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:
+        from reverb_py import run
+
+        return run.main(argv[1:])
     args = _parser().parse_args(argv)
     if args.timeout <= 0:
         print("reverb-py: --timeout must be positive", file=stderr)

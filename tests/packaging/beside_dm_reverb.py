@@ -60,7 +60,37 @@ def main() -> None:
     _round_trip("reverb_py server, reverb_py client", reverb_py, reverb_py)
     _round_trip("reverb_py server, dm-reverb client", reverb_py, reverb)
     _round_trip("dm-reverb server, reverb_py client", reverb, reverb_py)
-    print("4 passed, 0 failed")
+    _alias_beside_dm_reverb(reverb.__file__)
+    print("6 passed, 0 failed")
+
+
+def _alias_beside_dm_reverb(dm_reverb_file: str) -> None:
+    """``install_as_reverb()`` with dm-reverb installed: refused once dm-reverb is
+    imported (naming both); before that, ``import reverb`` is reverb_py, also through
+    ``REVERB_PY_AS_REVERB`` in a new process."""
+    import os
+    import subprocess
+
+    import reverb_py
+
+    try:
+        reverb_py.install_as_reverb()
+    except RuntimeError as error:
+        _check(dm_reverb_file in str(error) and "reverb_py" in str(error), str(error))
+    else:
+        _check(False, "install_as_reverb() after dm-reverb was imported did not refuse")
+    print("ok: install_as_reverb() after dm-reverb refused")
+    code = (
+        "import reverb, reverb.trajectory_writer, reverb_py; "
+        "assert reverb is reverb_py, reverb.__file__; "
+        "assert reverb.trajectory_writer is reverb_py.trajectory_writer; print('reverb_py')"
+    )
+    env = dict(os.environ, REVERB_PY_AS_REVERB="1")
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    _check(done.returncode == 0 and done.stdout.strip() == "reverb_py", done.stderr[-3000:])
+    print("ok: REVERB_PY_AS_REVERB=1 beside dm-reverb")
 
 
 if __name__ == "__main__":

@@ -73,6 +73,7 @@ def test_sdist_has_what_a_build_needs(sdist: Sdist) -> None:
         "pyproject.toml",
         "setup.py",
         "reverb_py/py.typed",
+        "reverb_py/_as_reverb.pth",
     }
     for pattern in (
         "_speedups/*.pyx",
@@ -119,6 +120,20 @@ def test_sdist_installs_compiled(sdist: Sdist, tmp_path_factory: pytest.TempPath
     assert len(info["extension_files"]) == len(COMPILED_MODULES)  # type: ignore[arg-type]
     # The engine was compiled with its declarations (reverb_py/_speedups/*.pxd).
     assert info["engine_ref_field"] == "getset_descriptor"
+    # The hook for REVERB_PY_AS_REVERB is in site-packages: `import reverb` is reverb_py
+    # in a new process when the variable is set, and missing when it is not.
+    alias = "import reverb; print(reverb.__name__, reverb.Table.__module__)"
+    shown = run(
+        [python, "-c", alias],
+        timeout=QUICK_TIMEOUT,
+        cwd=home,
+        env=clean_env(REVERB_PY_AS_REVERB="1"),
+    )
+    assert shown.stdout.split() == ["reverb_py", "reverb_py.table"]
+    missing = run(
+        [python, "-c", alias], timeout=QUICK_TIMEOUT, cwd=home, env=clean_env(), check=False
+    )
+    assert missing.returncode != 0 and "No module named 'reverb'" in missing.stdout
 
 
 def notice_line(output: str) -> str:
@@ -236,6 +251,7 @@ def test_manylinux_wheel(
     stubs = {f"reverb_py/_proto/{path.name}" for path in (ROOT / "reverb_py/_proto").glob("*.pyi")}
     assert stubs and stubs <= names
     assert "reverb_py/py.typed" in names
+    assert "reverb_py-as-reverb.pth" in names  # at the top: it lands in site-packages
     dist_info = f"reverb_py-{static_version()}.dist-info"
     assert {f"{dist_info}/licenses/LICENSE", f"{dist_info}/licenses/NOTICE"} <= names
     junk = sorted(

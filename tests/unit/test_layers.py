@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             r"reverb_py\._codec\.(fields|dtypes|nest)",
             r"reverb_py\._pure\._common",
             r"reverb_py\.cc(\..*)?",
+            r"reverb_py\._as_reverb",
         ),
     ),
     (
@@ -74,7 +75,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("Reverb's native names", (r"reverb_py\.(lib)?pybind",)),
     ("package", (r"reverb_py",)),
-    ("command line", (r"reverb_py\.cli", r"reverb_py\.__main__")),
+    ("command line", (r"reverb_py\.cli", r"reverb_py\.__main__", r"reverb_py\.run")),
 ]
 
 
