@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 from collections.abc import Sequence
 
 import pytest
@@ -23,7 +24,7 @@ import pytest
 import reverb_py
 
 ROOT = pathlib.Path(__file__).parents[2]
-DOCUMENTS = [ROOT / "README.md", ROOT / "examples" / "README.md"]
+DOCUMENTS = [ROOT / "README.md", ROOT / "examples" / "README.md", ROOT / "docs" / "migrating.md"]
 EXAMPLES_DIR = ROOT / "examples"
 TIMEOUT = 60.0
 
@@ -65,7 +66,8 @@ def python_blocks(text: str) -> list[tuple[int, str]]:
         else:
             raise ValueError(f"the fence opened on line {index + 1} is never closed")
         if opening.group("info").lower() in _PYTHON_INFOS:
-            blocks.append((start + 1, "\n".join(lines[start:end]) + "\n"))
+            # A block in a list item is indented with the item.
+            blocks.append((start + 1, textwrap.dedent("\n".join(lines[start:end])) + "\n"))
         index = end + 1
     return blocks
 
@@ -135,6 +137,8 @@ def check_run(result: subprocess.CompletedProcess[str], expected: Sequence[str])
 # What a block or script must print, beyond exiting 0. A README block is recognised by a
 # piece of its code; every entry must match exactly one block or script.
 BLOCK_OUTPUT = {
+    # Migrating: the item inserted under `import reverb_py as reverb`, sampled back.
+    'client.insert(np.arange(3, dtype=np.int32), {"queue": 1.0})': [r"^\[0 1 2\]$"],
     # The quickstart: the sampled trajectory, one ReplaySample per step, as written.
     "server.localhost_client()": [
         r"table_size=1\b",
