@@ -34,12 +34,16 @@ from reverb_py._client.mutations import MutateStreams
 from reverb_py._client.sampling import spread_sample_stream, to_replay_samples
 from reverb_py._client.shared_insert import InsertStreamPool, SharedInsertMember
 from reverb_py._client.targets import SERVER_ID_HEADER, addresses, num_shards
+from reverb_py._codec import nest
+from reverb_py._codec.signature import flatten_signature
 from reverb_py._proto import reverb_service_pb2, schema_pb2
 from reverb_py._status import error_from_rpc
 from reverb_py._writer import engine, factory
+from reverb_py._writer.legacy_writer import check_signature
 from reverb_py.replay_sample import ReplaySample
 from reverb_py.reverb_types import TableInfo
 from reverb_py.structured_writer import AsyncStructuredWriter
+from reverb_py.tensor_spec import TensorSpec
 from reverb_py.trajectory_writer import AsyncTrajectoryWriter
 
 __all__ = ["Client", "channel_options"]
@@ -86,6 +90,8 @@ class Client:
         # validate against them without asking again (as Reverb's client caches them),
         # so every new writer stream is the next call the channel spreads.
         self._signatures: dict[str, Any] | None = None
+        # The same flattened (see _flat_signatures), made on first use.
+        self._flat_signature_cache: dict[str, list[tuple[str, TensorSpec]] | None] | None = None
         self._shards: int | None = None
         # Idle MutatePrioritiesStream calls of the current channel.
         self._mutate_streams = MutateStreams()
@@ -359,15 +365,32 @@ class Client:
         """Inserts one step of ``data`` as an item of every table in ``priorities``.
 
         The data is sent once and shared by the items. Returns when the server has
-        confirmed every item (a full queue makes this wait).
+        confirmed every item (a full queue makes this wait). The first call fetches the
+        tables' signatures (waiting for the server); they are kept for later calls.
+
+        Raises:
+          InvalidArgumentError: ``priorities`` is empty, names a table the server does
+            not have, or ``data`` does not match a table's signature (number of leaves,
+            a dtype, or a shape compatible neither per step nor with the time
+            dimension). Nothing is inserted then.
         """
         if not priorities:
             raise errors.InvalidArgumentError("priorities must contain at least one item")
+        await self._insert(data, list(priorities.items()))
+
+    async def _insert(self, data: Any, items: Sequence[tuple[str, float]]) -> None:
+        """:meth:`insert` of one item per ``(table, priority)`` (a table may repeat)."""
+        signatures = await self._flat_signatures()
         writer = await self.trajectory_writer(1, validate_items=False)
         try:
             writer.append(data)
             item = _last_step_of_every_column(writer)
-            for table, priority in priorities.items():
+            # As Reverb's Client.insert (a legacy Writer of one step): each table's
+            # signature is checked, all of them before the first item is created.
+            step = [(column.dtype, column.shape[1:]) for column in nest.flatten(item)]
+            for table, _ in items:
+                check_signature(signatures, table, 1, step)
+            for table, priority in items:
                 writer.create_item(table, priority, item)
             await writer.flush()
         finally:
@@ -422,25 +445,21 @@ class Client:
             pool = self._insert_pool = InsertStreamPool(self.channel, loop)
         return pool.member
 
-    async def _flat_signatures(self) -> dict[str, Any]:
-        from reverb_py._codec.signature import flatten_signature
-
-        if self._signatures is None:
-            source, _ = await self.server_info_with_source()
-            await self._reach_every_server(source)
-        assert self._signatures is not None
-        return {
-            name: (
-                [spec for _, spec in flatten_signature(signature)]
-                if signature is not None
-                else None
-            )
-            for name, signature in self._signatures.items()
-        }
+    async def _flat_signatures(self) -> dict[str, list[tuple[str, TensorSpec]] | None]:
+        """The tables' flattened ``(name, spec)`` signatures (None: no signature), from
+        the first ``ServerInfo`` answer (asked for here when there was none yet)."""
+        if self._flat_signature_cache is None:
+            if self._signatures is None:
+                source, _ = await self.server_info_with_source()
+                await self._reach_every_server(source)
+            assert self._signatures is not None
+            self._flat_signature_cache = {
+                name: flatten_signature(signature) if signature is not None else None
+                for name, signature in self._signatures.items()
+            }
+        return self._flat_signature_cache
 
 
 def _last_step_of_every_column(writer: Any) -> Any:
     """The trajectory of ``Client.insert``: each column's last step, with its time axis."""
-    from reverb_py._codec.nest import map_structure
-
-    return map_structure(lambda column: column[-1:], writer.history)
+    return nest.map_structure(lambda column: column[-1:], writer.history)

@@ -211,9 +211,20 @@ class Client:
     def insert(self, data: Any, priorities: Mapping[str, float]) -> None:
         """Inserts one step of ``data`` as an item in every table of ``priorities``.
 
-        Blocks until the server confirmed every item.
+        Blocks until the server confirmed every item. The first call fetches the
+        tables' signatures (waiting for the server); they are kept for later calls.
+
+        Raises:
+          InvalidArgumentError: ``priorities`` is empty, names a table the server does
+            not have, or ``data`` does not match a table's signature (number of leaves,
+            a dtype, or a shape compatible neither per step nor with the time
+            dimension). Nothing is inserted then.
         """
         self._run(self._client.insert(data, priorities))
+
+    def _insert(self, data: Any, items: Sequence[tuple[str, float]]) -> None:
+        """:meth:`insert` of one item per ``(table, priority)`` (a table may repeat)."""
+        self._run(self._client._insert(data, items))
 
     # ------------------------------------------------------------ sampling
 

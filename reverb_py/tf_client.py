@@ -84,6 +84,11 @@ class TFClient:
         """Inserts ``data`` (one step) as an item into each of ``tables`` (``priorities[i]``
         for ``tables[i]``), waiting until the server confirmed them.
 
+        As ``Client.insert``, ``data`` is checked against each table's signature (the
+        signatures are fetched once per client): a mismatch, or a table the server does
+        not have, fails the op with ``tf.errors.InvalidArgumentError`` and inserts
+        nothing.
+
         Raises:
           ValueError: ``tables`` not a rank-1 string tensor, ``priorities`` not a rank-1
             float64 tensor, or of incompatible shapes.
@@ -98,12 +103,13 @@ class TFClient:
             raise ValueError("priorities and tables must have the same shape")
 
         def run(names: Any, values: Any, *columns: Any) -> None:
-            with self._client.trajectory_writer(1, validate_items=False) as writer:
-                writer.append([column.numpy() for column in columns])
-                item = [column[-1:] for column in writer.history]
-                for table, priority in zip(names.numpy(), values.numpy()):
-                    writer.create_item(table.decode(), float(priority), item)
-                writer.flush()
+            self._client._insert(
+                [column.numpy() for column in columns],
+                [
+                    (table.decode(), float(priority))
+                    for table, priority in zip(names.numpy(), values.numpy())
+                ],
+            )
 
         with tf.name_scope(name or f"{self._name}_insert"):
             return tf.py_function(run, [tables, priorities, *data], [])

@@ -39,6 +39,7 @@ __all__ = [
     "UNLIMITED_IN_FLIGHT_ITEMS",
     "Writer",
     "check_arguments",
+    "check_signature",
 ]
 
 # The module's name of earlier releases, which users may filter by.
@@ -80,6 +81,87 @@ def check_arguments(
     if max_in_flight_items < 1:
         raise ValueError(f"max_in_flight_items ({max_in_flight_items}) must be a positive integer")
     return chunk_length, max_in_flight_items
+
+
+def _specs_string(specs: Sequence[tuple[str, Any, Any]]) -> str:
+    """Flat specs as Reverb lists them: ``0: Tensor<name: 'obs', dtype: float, shape: [3]>``."""
+    return ", ".join(
+        f"{index}: Tensor<name: '{name}', dtype: {_dtypes.tf_dtype_name(dtype)}, "
+        f"shape: {format_shape(shape)}>"
+        for index, (name, dtype, shape) in enumerate(specs)
+    )
+
+
+def _matches(spec: TensorSpec, dtype: Any, shape: Sequence[int | None], num_timesteps: int) -> bool:
+    """Whether a field of ``dtype`` and ``shape`` per step matches ``spec``: per step or
+    with the item's time dimension in front (Reverb's tables sign either)."""
+    return dtype == spec.dtype and (
+        shapes_compatible(spec.shape, tuple(shape))
+        or shapes_compatible(spec.shape, (num_timesteps, *shape))
+    )
+
+
+def check_signature(
+    signatures: Mapping[str, Sequence[tuple[str, TensorSpec]] | None] | None,
+    table: str,
+    num_timesteps: int,
+    step: Sequence[tuple[Any, Sequence[int | None]]],
+) -> None:
+    """Checks an item of the last ``num_timesteps`` steps against ``table``'s signature,
+    as Reverb's legacy ``Writer::CreateItem`` does (``Client.insert`` is such an item).
+
+    A field matches its spec when the dtypes are equal and the spec's shape is compatible
+    with the step's shape or with ``[num_timesteps] + step shape``.
+
+    Args:
+      signatures: table name -> flattened ``(name, spec)`` signature (None: the table
+        has none); None checks nothing (no signature cache).
+      table: the item's table.
+      num_timesteps: the item's length.
+      step: ``(dtype, shape)`` of every flattened field of the steps.
+
+    Raises:
+      InvalidArgumentError: ``table`` is not in ``signatures``, or the steps do not match
+        its signature (number of fields, a dtype or a shape); the message says both.
+    """
+    if signatures is None:
+        return
+    if table not in signatures:
+        available = ", ".join(f"'{name}'" for name in sorted(signatures))
+        raise InvalidArgumentError(
+            f"Unable to find signatures for table '{table}' in signature cache.  "
+            f"Available tables: [{available}]."
+        )
+    signature = signatures[table]
+    if signature is None:
+        return
+    if len(signature) == len(step) and all(
+        _matches(spec, dtype, shape, num_timesteps)
+        for (_, spec), (dtype, shape) in zip(signature, step)
+    ):
+        return
+    expected = _specs_string([(name, spec.dtype, spec.shape) for name, spec in signature])
+    seen = _specs_string([("", dtype, shape) for dtype, shape in step])
+    prefix = (
+        f"Unable to CreateItem in table '{table}' because Append was called with a tensor "
+        "signature inconsistent with"
+    )
+    if len(signature) != len(step):
+        raise InvalidArgumentError(
+            f"{prefix} table signature.  Append for timestep offset 0 was called with "
+            f"{len(step)} tensors, but table requires {len(signature)} tensors per entry.  "
+            f"Table signature: {expected}, data signature: {seen}."
+        )
+    for index, ((name, spec), (dtype, shape)) in enumerate(zip(signature, step)):
+        if not _matches(spec, dtype, shape, num_timesteps):
+            raise InvalidArgumentError(
+                f"{prefix} the table signature. At timestep offset 0, flattened index "
+                f"{index}, saw a tensor of dtype {_dtypes.tf_dtype_name(dtype)}, shape "
+                f"{format_shape(shape)}, but expected tensor '{name}' of dtype "
+                f"{_dtypes.tf_dtype_name(spec.dtype)} and shape compatible with "
+                f"{format_shape(spec.shape)}.  (Flattened) table signature: {expected}, "
+                f"data signature: {seen}."
+            )
 
 
 class Writer:
@@ -332,55 +414,19 @@ class Writer:
         if isinstance(priority, (int, float, np.number)) and math.isnan(float(priority)):
             raise InvalidArgumentError("`priority` must not be nan.")
         columns = [list(field)[-num_timesteps:] for field in self._fields]
-        self._validate_signature(table, num_timesteps, columns)
+        # Every step of a field has the dtype and shape of its first value (Append
+        # refuses others): the newest step stands for all of them.
+        check_signature(
+            self._signatures,
+            table,
+            num_timesteps,
+            [(column[-1].dtype, column[-1].shape) for column in columns],
+        )
         self._writer.CreateItem(
             table, priority, columns, [False] * len(columns), validate_signature=False
         )
         if self._writer.num_pending_items() > self._max_in_flight_items:
             self._writer.Flush(self._max_in_flight_items, -1)
-
-    def _validate_signature(
-        self, table: str, num_timesteps: int, columns: list[list[CellRef]]
-    ) -> None:
-        if self._signatures is None:
-            return
-        if table not in self._signatures:
-            available = ", ".join(sorted(self._signatures))
-            raise InvalidArgumentError(
-                f"Unable to find signatures for table '{table}' in signature cache. "
-                f"Available tables: [{available}]"
-            )
-        signature = self._signatures[table]
-        if signature is None:
-            return
-        if len(signature) != len(columns):
-            raise InvalidArgumentError(
-                f"Unable to CreateItem to table '{table}' since the number of tensors in "
-                f"each timestep ({len(columns)}) does not match the number of tensors in "
-                f"the table signature ({len(signature)})."
-            )
-        for index, (column, (name, spec)) in enumerate(zip(columns, signature)):
-            reference = column[-1]
-            dtype = reference.dtype
-            shape = tuple(size for size in reference.shape if size is not None)
-            if dtype != spec.dtype:
-                raise InvalidArgumentError(
-                    f"Unable to CreateItem to table '{table}' since the dtype of tensor "
-                    f"{index} ({_dtypes.tf_dtype_name(dtype)}) does not match the dtype of "
-                    f"the table signature ({_dtypes.tf_dtype_name(spec.dtype)}) for field "
-                    f"'{name}'."
-                )
-            if not (
-                shapes_compatible(spec.shape, shape)
-                or shapes_compatible(spec.shape, (num_timesteps, *shape))
-            ):
-                raise InvalidArgumentError(
-                    f"Unable to CreateItem to table '{table}' since the shape of tensor "
-                    f"{index} ({format_shape(shape)}) is not compatible with the shape of "
-                    f"the table signature ({format_shape(spec.shape)}) for field '{name}', "
-                    f"neither per step nor as {format_shape((num_timesteps, *shape))} "
-                    "(with the time dimension)."
-                )
 
     # -------------------------------------------------------------- flushing
 

@@ -37,6 +37,11 @@ def tables():
     ]
 
 
+def prio_step(value: float) -> dict[str, np.ndarray]:
+    """A step that matches the signature of the ``prio`` table."""
+    return {"obs": np.full(3, value, np.float32), "act": np.int64(value)}
+
+
 @pytest.fixture(scope="module")
 def server():
     server = reverb.Server(tables(), port=0)
@@ -131,8 +136,8 @@ def test_signature_validation_and_unpacking(client, server) -> None:
 
 
 def test_mutate_priorities_and_reset(client, server) -> None:
-    client.insert([1.0], priorities={"prio": 1.0})
-    client.insert([2.0], priorities={"prio": 1.0})
+    client.insert(prio_step(1), priorities={"prio": 1.0})
+    client.insert(prio_step(2), priorities={"prio": 1.0})
     keys = [item.key for item in server.tables[1].items()]
     client.mutate_priorities("prio", updates={keys[0]: 5.0, 12345: 1.0}, deletes=[keys[1]])
     assert len(server.tables[1]) == 1 and server.tables[1].get(keys[0]).priority == 5.0
@@ -263,7 +268,8 @@ def test_checkpoint_round_trip_through_the_server(tmp_path) -> None:
     server = reverb.Server(tables(), checkpointer=checkpointer)
     try:
         client = server.localhost_client()
-        client.insert({"x": np.arange(3, dtype=np.float32)}, priorities={"prio": 2.0, "queue": 1.0})
+        step = {"obs": np.arange(3, dtype=np.float32), "act": np.int64(7)}
+        client.insert(step, priorities={"prio": 2.0, "queue": 1.0})
         path = client.checkpoint()
         assert path.startswith(str(tmp_path)) and (tmp_path / path.split("/")[-1] / "DONE").exists()
     finally:
@@ -276,7 +282,9 @@ def test_checkpoint_round_trip_through_the_server(tmp_path) -> None:
         info = client.server_info()
         assert info["prio"].current_size == 1 and info["queue"].current_size == 1
         [sample] = list(client.sample("prio", 1, emit_timesteps=False))
-        np.testing.assert_array_equal(sample.data[0], [np.arange(3, dtype=np.float32)])
+        act, obs = sample.data  # flattened: sorted keys
+        np.testing.assert_array_equal(obs, [np.arange(3, dtype=np.float32)])
+        np.testing.assert_array_equal(act, [7])
         assert sample.info.priority == 2.0
     finally:
         restored.stop()
@@ -352,7 +360,7 @@ def test_blocking_and_asyncio_mutate_fail_alike(server, table, updates, deletes)
     address = f"localhost:{server.port}"
     client = reverb.Client(address)
     client.reset("prio")
-    client.insert([1.0], priorities={"prio": 1.0})
+    client.insert(prio_step(1), priorities={"prio": 1.0})
     [key] = [item.key for item in server.tables[1].items()]
     if updates and "KEY" in updates:
         updates = {key: updates["KEY"]}
@@ -376,7 +384,7 @@ def test_blocking_and_asyncio_mutate_fail_alike(server, table, updates, deletes)
 
 def test_blocking_mutate_from_many_threads(client, server) -> None:
     for step in range(8):
-        client.insert([float(step)], priorities={"prio": 1.0})
+        client.insert(prio_step(step), priorities={"prio": 1.0})
     keys = [item.key for item in server.tables[1].items()]
     failures: list[BaseException] = []
 

@@ -211,11 +211,20 @@ def test_signature_checks() -> None:
     with pytest.raises(ValueError) as raised:
         writer.create_item("missing", 1, 1.0)
     assert str(raised.value) == (
-        "Unable to find signatures for table 'missing' in signature cache. Available "
-        "tables: [free, sequences, steps]"
+        "Unable to find signatures for table 'missing' in signature cache.  Available "
+        "tables: ['free', 'sequences', 'steps']."
     )
-    with pytest.raises(ValueError, match=r"shape of tensor 0 \(\[\]\) is not compatible .*'id'"):
+    with pytest.raises(ValueError) as raised:
         writer.create_item("sequences", 2, 1.0)
+    assert str(raised.value) == (
+        "Unable to CreateItem in table 'sequences' because Append was called with a tensor "
+        "signature inconsistent with the table signature. At timestep offset 0, flattened "
+        "index 0, saw a tensor of dtype int64, shape [], but expected tensor 'id' of dtype "
+        "int64 and shape compatible with [3].  (Flattened) table signature: 0: Tensor<name: "
+        "'id', dtype: int64, shape: [3]>, 1: Tensor<name: 'obs', dtype: float, shape: [?,2]>, "
+        "data signature: 0: Tensor<name: '', dtype: int64, shape: []>, 1: Tensor<name: '', "
+        "dtype: float, shape: [2]>."
+    )
     writer.flush()
     assert len(fake.inserted) == 3
 
@@ -223,12 +232,25 @@ def test_signature_checks() -> None:
 def test_signature_count_and_dtype_mismatches() -> None:
     writer, _ = signed_writer()
     writer.append({"obs": np.zeros(2, dtype=np.float32), "id": np.int32(1)})
-    with pytest.raises(ValueError, match=r"dtype of tensor 0 \(int32\) does not match .*\(int64\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"^Unable to CreateItem in table 'steps' because Append was called with a "
+        r"tensor signature inconsistent with the table signature\. At timestep offset 0, "
+        r"flattened index 0, saw a tensor of dtype int32, shape \[\], but expected tensor "
+        r"'id' of dtype int64 and shape compatible with \[\]\.",
+    ):
         writer.create_item("steps", 1, 1.0)
     other, _ = signed_writer()
     other.append({"obs": np.zeros(2, dtype=np.float32)})
-    with pytest.raises(ValueError, match=r"number of tensors in each timestep \(1\) .*\(2\)"):
+    with pytest.raises(ValueError) as raised:
         other.create_item("steps", 1, 1.0)
+    assert str(raised.value) == (
+        "Unable to CreateItem in table 'steps' because Append was called with a tensor "
+        "signature inconsistent with table signature.  Append for timestep offset 0 was "
+        "called with 1 tensors, but table requires 2 tensors per entry.  Table signature: "
+        "0: Tensor<name: 'id', dtype: int64, shape: []>, 1: Tensor<name: 'obs', dtype: "
+        "float, shape: [2]>, data signature: 0: Tensor<name: '', dtype: float, shape: [2]>."
+    )
 
 
 # ------------------------------------------------------------------------------ flow control
