@@ -20,6 +20,7 @@
 #   make test-ray  servers as Ray actors on a local Ray cluster (installed into .venv-ray),
 #                 compiled, then pure
 #   make test-oldest  the suite on the oldest protobuf and grpcio supported (.venv-oldest)
+#   make test-pythons  the suite, compiled, on Python 3.10 and 3.13 (.venv-py3.10, .venv-py3.13)
 #   make test-beside-reverb  pip-install reverb_py beside TensorFlow 2.15 and dm-reverb 0.14
 
 PYTHON ?= python3
@@ -38,7 +39,7 @@ FRAMEWORKS_VENV ?= .venv-frameworks
 FRAMEWORKS_PY := $(FRAMEWORKS_VENV)/bin/python
 FRAMEWORKS ?= tensorflow==2.21.0 torch==2.13.0 jax==0.10.2 jaxlib==0.10.2
 
-.PHONY: test lint typecheck test-debug test-packaging test-frameworks test-ray test-oldest test-beside-reverb \
+.PHONY: test lint typecheck test-debug test-packaging test-frameworks test-ray test-oldest test-beside-reverb test-pythons \
 	fuzz soak run build debug protos bench interop clean
 
 # An editable install leaves out reverb_py-as-reverb.pth (BuildPy in setup.py puts it in
@@ -140,6 +141,27 @@ test-oldest: build $(OLDEST_VENV)/.installed
 	REVERB_PY_REQUIRE_SPEEDUPS=1 $(OLDEST_VENV)/bin/python -m pytest -m "not packaging" -p no:cacheprovider $(PYTEST_ARGS)
 	REVERB_PY_NO_EXTENSIONS=1 $(OLDEST_VENV)/bin/python -m pytest -m "not packaging" -p no:cacheprovider $(PYTEST_ARGS)
 
+# The oldest and newest Python the machine has beside $(PYTHON) (`.ci/find-python` looks on
+# PATH, then among pyenv's versions): each gets its own environment (.venv-py3.10, ...)
+# and compiled modules built in place for it (a suffix per interpreter, beside the
+# others), and runs the suite compiled, the README and docs blocks included.
+PYTHON_VERSIONS ?= 3.10 3.13
+.PRECIOUS: .venv-py%/.installed
+.venv-py%/.installed: pyproject.toml setup.py
+	@echo "reverb_py: creating .venv-py$* with $$(.ci/find-python $*)"
+	"$$(.ci/find-python $*)" -m venv .venv-py$*
+	.venv-py$*/bin/python -m pip install --quiet --upgrade pip
+	.venv-py$*/bin/python -m pip install --quiet "setuptools>=77" wheel "Cython>=3.0"
+	REVERB_PY_NO_EXTENSIONS=1 .venv-py$*/bin/python -m pip install --quiet --no-build-isolation -e '.[test]'
+	$(call as_reverb_pth,.venv-py$*/bin/python)
+	touch $@
+
+test-python-%: .venv-py%/.installed
+	.venv-py$*/bin/python setup.py --quiet build_ext --inplace --parallel $(JOBS)
+	REVERB_PY_REQUIRE_SPEEDUPS=1 .venv-py$*/bin/python -m pytest -m "not packaging" -p no:cacheprovider $(PYTEST_ARGS)
+
+test-pythons: $(addprefix test-python-,$(PYTHON_VERSIONS))
+
 # reverb_py installed with pip where Reverb users are: beside TensorFlow 2.15.1 and
 # dm-reverb 0.14.0 (and TensorFlow's protobuf < 5). The environment layers over
 # $(REVERB_VENV): a .pth file adds its site-packages and nothing is installed there, so
@@ -210,6 +232,6 @@ interop: build $(REVERB_VENV)/.installed
 		$(PY) -m pytest tests/interop -p no:cacheprovider $(PYTEST_ARGS)
 
 clean:
-	rm -rf build dist $(VENV) $(REVERB_VENV) $(FRAMEWORKS_VENV) $(RAY_VENV) $(OLDEST_VENV) $(BESIDE_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
+	rm -rf build dist $(VENV) .venv-py* $(REVERB_VENV) $(FRAMEWORKS_VENV) $(RAY_VENV) $(OLDEST_VENV) $(BESIDE_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
 		reverb_py/_writer/*.cpp reverb_py/_writer/*.html
 	find reverb_py -name '*.so' -delete -o -name '*.pyd' -delete
