@@ -2,12 +2,16 @@
 
 Commands::
 
-    reverb-py info ADDRESS                 every table: size, selectors, limiter, signature
-    reverb-py checkpoint ADDRESS           ask the server to write a checkpoint
-    reverb-py reset ADDRESS TABLE [--yes]  remove every item of TABLE (asks first)
-    reverb-py run SCRIPT [ARGS]            run a program written for dm-reverb on reverb_py
-                                           (``import reverb`` gives reverb_py; see
-                                           :mod:`reverb_py.run`)
+    reverb-py info [ADDRESS]                 every table: size, selectors, limiter, signature
+    reverb-py checkpoint [ADDRESS]           ask the server to write a checkpoint
+    reverb-py reset [ADDRESS] TABLE [--yes]  remove every item of TABLE (asks first)
+    reverb-py run SCRIPT [ARGS]              run a program written for dm-reverb on reverb_py
+                                             (``import reverb`` gives reverb_py; see
+                                             :mod:`reverb_py.run`)
+
+ADDRESS is ``host:port`` (or any gRPC target); without it, ``$REVERB_PY_ADDRESS``, else
+``localhost:8000`` (the daemon's default). Nothing listening there (connection refused)
+fails at once; a server that does not answer gets ``--timeout`` seconds.
 
 Credentials: ``--token-file`` (or ``REVERB_PY_TOKEN`` / ``REVERB_PY_TOKEN_FILE``),
 ``--tls-ca-file`` for a server with TLS, ``--tls-cert-file`` and ``--tls-key-file`` for
@@ -19,18 +23,28 @@ was not confirmed.
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import socket
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import reverb_py
 from reverb_py import _secrets, errors
+from reverb_py._client.targets import addresses
 from reverb_py.client import Client
 from reverb_py.reverb_types import TableInfo
 
-__all__ = ["format_info", "main"]
+__all__ = ["ADDRESS_ENV", "DEFAULT_ADDRESS", "format_info", "main"]
 
 DEFAULT_TIMEOUT = 10.0
+DEFAULT_ADDRESS = "localhost:8000"
+ADDRESS_ENV = "REVERB_PY_ADDRESS"
+# How long the check that something listens waits for a connection.
+_CONNECT_TIMEOUT_S = 1.0
 
 
 def _selector(options: Any) -> str:
@@ -105,7 +119,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"reverb_py {reverb_py.__version__}")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("address", help="the server, host:port")
+    common.add_argument(
+        "address",
+        nargs="?",
+        help=f"the server, host:port (default: ${ADDRESS_ENV}, else {DEFAULT_ADDRESS})",
+    )
     common.add_argument(
         "--token-file", metavar="PATH", help="file holding the bearer token (or REVERB_PY_TOKEN)"
     )
@@ -146,6 +164,71 @@ def _client(args: argparse.Namespace) -> Client:
     )
 
 
+def _host_port(address: str) -> tuple[str, int] | None:
+    if address.startswith("["):
+        host, _, rest = address[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    else:
+        host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "/" in host:
+        return None
+    return host, int(port)
+
+
+def unreachable(target: str) -> str | None:
+    """Why nothing can answer at ``target`` (every address refuses connections, or its
+    name does not resolve), or None: something listens, or it cannot be told here (a
+    slow network, a target that is not ``host:port``)."""
+    try:
+        listed = addresses(target)
+    except (OSError, ValueError):
+        return None
+    refused = 0
+    for address in listed:
+        host_port = _host_port(address)
+        if host_port is None:
+            return None
+        host, port = host_port
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as error:
+            return f"cannot resolve {host!r}: {error.strerror}"
+        for family, kind, protocol, _, sockaddr in infos:
+            with socket.socket(family, kind, protocol) as probe:
+                probe.settimeout(_CONNECT_TIMEOUT_S)
+                try:
+                    probe.connect(sockaddr)
+                except ConnectionRefusedError:
+                    continue
+                except OSError:
+                    return None  # Unreachable for now, or slow: gRPC gets --timeout.
+            return None
+        refused += 1
+    if refused and refused == len(listed):
+        return "connection refused: no server is listening there"
+    return None
+
+
+def _temporary(path: str) -> bool:
+    """Whether ``path`` is a checkpoint in a directory that ``tempfile.mkdtemp`` made
+    (a server started without a checkpoint directory)."""
+    parent = os.path.dirname(path.rstrip("/"))
+    return re.fullmatch(
+        r"tmp[a-z0-9_]{8}", os.path.basename(parent)
+    ) is not None and os.path.dirname(parent) in (tempfile.gettempdir(), "/tmp", "/var/tmp")
+
+
+def _size(path: str) -> str:
+    """``, 12.3 MB`` for a checkpoint directory on this machine, else nothing."""
+    try:
+        size = sum(entry.stat().st_size for entry in os.scandir(path) if entry.is_file())
+    except OSError:
+        return ""
+    if size < 1_000_000:
+        return f", {size / 1e3:.1f} kB"
+    return f", {size / 1e6:.1f} MB"
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -166,19 +249,36 @@ def main(
     if args.timeout <= 0:
         print("reverb-py: --timeout must be positive", file=stderr)
         return 2
+    if args.address is None:
+        args.address = os.environ.get(ADDRESS_ENV) or DEFAULT_ADDRESS
     try:
         client = _client(args)
     except ValueError as error:
         print(f"reverb-py: {error}", file=stderr)
         return 2
     say: Callable[[str], None] = lambda text: print(text, file=stdout)  # noqa: E731
+    tell: Callable[[str], None] = lambda text: print(text, file=stderr, flush=True)  # noqa: E731
+    reason = unreachable(args.address)
+    if reason is not None:
+        tell(f"reverb-py: cannot reach {args.address}: {reason}")
+        return 1
     try:
         # Every command first waits (at most --timeout) for the server to answer.
         infos = client.server_info(timeout=args.timeout)
         if args.command == "info":
             say(format_info(infos))
         elif args.command == "checkpoint":
-            say(client.checkpoint())
+            tell(f"writing a checkpoint of {args.address}...")
+            started = time.monotonic()
+            path = client.checkpoint()
+            say(path)
+            tell(f"checkpoint written in {time.monotonic() - started:.2f} s{_size(path)}: {path}")
+            if _temporary(path):
+                tell(
+                    f"reverb-py: warning: {os.path.dirname(path)} is a temporary directory: "
+                    "the server will not load this checkpoint when it restarts (start it "
+                    "with --checkpoint-dir or checkpoint_dir)"
+                )
         elif args.command == "reset":
             if args.table not in infos:
                 print(

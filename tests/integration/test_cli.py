@@ -5,8 +5,11 @@ from __future__ import annotations
 import io
 import os
 import pathlib
+import re
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -26,6 +29,7 @@ TOKEN = "cli-token-42"
 def no_token_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     monkeypatch.delenv(TOKEN_FILE_ENV, raising=False)
+    monkeypatch.delenv(cli.ADDRESS_ENV, raising=False)
 
 
 @pytest.fixture
@@ -96,6 +100,21 @@ def test_checkpoint(server: Server, token_file: str, tmp_path) -> None:
     assert status == 0, err
     path = pathlib.Path(out.strip())
     assert path.parent == tmp_path / "ckpt" and (path / "DONE").exists()
+    # The progress goes to stderr: stdout is the path alone, for scripts.
+    first, last = err.splitlines()
+    assert first == f"writing a checkpoint of {server.address}..."
+    pattern = rf"checkpoint written in \d+\.\d\d s, \d+\.\d [kM]B: {re.escape(str(path))}"
+    assert re.fullmatch(pattern, last), last
+
+
+def test_a_checkpoint_in_a_temporary_directory_is_warned_of(token_file: str) -> None:
+    table = Table("t", selectors.Fifo(), selectors.Fifo(), 10, rate_limiters.MinSize(1))
+    with Server([table], port=0, token=TOKEN) as server:  # No checkpointer: a temp dir.
+        status, out, err = run("checkpoint", server.address, "--token-file", token_file)
+    assert status == 0, err
+    [warning] = [line for line in err.splitlines() if "warning" in line]
+    assert f"{os.path.dirname(out.strip())} is a temporary directory" in warning
+    assert "will not load this checkpoint when it restarts" in warning
 
 
 def test_reset_asks_first(server: Server, token_file: str) -> None:
@@ -126,9 +145,42 @@ def test_reset_of_an_unknown_table(server: Server, token_file: str) -> None:
     assert status == 1 and "no table 'nope'" in err and "queue, replay" in err
 
 
-def test_an_unreachable_server(unused_port: int) -> None:
-    status, _, err = run("info", f"localhost:{unused_port}", "--timeout", "0.5")
+def test_nothing_listening_fails_at_once(unused_port: int) -> None:
+    started = time.monotonic()
+    status, _, err = run("info", f"localhost:{unused_port}", "--timeout", "30")
+    assert time.monotonic() - started < 5  # not the 30 s of --timeout
+    assert status == 1
+    assert err == (
+        f"reverb-py: cannot reach localhost:{unused_port}: connection refused: "
+        "no server is listening there\n"
+    )
+
+
+def test_a_server_that_does_not_answer_gets_the_timeout() -> None:
+    # It accepts connections (the kernel does) but never speaks gRPC.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        status, _, err = run("info", f"127.0.0.1:{port}", "--timeout", "0.5")
+        assert time.monotonic() - started >= 0.5
     assert status == 1 and "did not answer within 0.5s" in err
+
+
+def test_the_address_defaults_to_the_environment_then_localhost_8000(
+    server: Server, token_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cli.ADDRESS_ENV, server.address)
+    status, out, err = run("info", "--token-file", token_file)
+    assert status == 0, err
+    assert "replay" in out
+    status, out, err = run("reset", "replay", "--yes", "--token-file", token_file)
+    assert status == 0 and "reset" in out, err
+    monkeypatch.delenv(cli.ADDRESS_ENV)
+    args = cli._parser().parse_args(["reset", "replay"])
+    assert args.address is None and args.table == "replay"
+    assert cli.DEFAULT_ADDRESS == "localhost:8000"
 
 
 def test_a_bad_token_file_is_a_usage_error(tmp_path) -> None:
