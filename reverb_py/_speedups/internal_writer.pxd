@@ -6,16 +6,6 @@
 import cython
 
 
-cdef class _AutoTuner:
-    cdef public object _chunks
-    cdef public object _items
-    cdef public object _last_cost
-    cdef public object _last_length
-    cdef public object _max
-    cdef public object _weight
-    cdef public Py_ssize_t length
-
-
 cdef class _Chunk:
     cdef public object data
     cdef public object key
@@ -23,6 +13,35 @@ cdef class _Chunk:
     cdef public Py_ssize_t live_refs
     cdef public Py_ssize_t nbytes
     cdef public object sent_generation
+    cdef public Py_ssize_t steps
+
+
+cdef class _AutoTuner:
+    cdef public list _chunks
+    cdef public list _item_bytes
+    cdef public list _item_lengths
+    cdef public Py_ssize_t _max
+    cdef public double _moved_cost
+    cdef public double _moved_length
+    cdef public double _weight
+    cdef public Py_ssize_t length
+
+    @cython.locals(
+        chunk=_Chunk, entry=tuple, known=list, total_bytes=Py_ssize_t, total_length=Py_ssize_t
+    )
+    cpdef on_item(self, list chunks, Py_ssize_t steps)
+
+    @cython.locals(
+        known=list,
+        lengths=list,
+        length_sum=double,
+        items_bytes=double,
+        chunks_bytes=double,
+        average=double,
+        cost=double,
+        new_length=Py_ssize_t,
+    )
+    cpdef _score(self)
 
 
 cdef class CellRef:
@@ -92,6 +111,7 @@ cdef class InternalTrajectoryWriter:
     cdef public bint _closed
     cdef public list _listeners
     cdef public bint _warned_pending
+    cdef public Py_ssize_t _hold_limit
 
     @cython.locals(
         columns=list,
@@ -131,12 +151,18 @@ cdef class InternalTrajectoryWriter:
         chunk=_Chunk,
         last_chunk=_Chunk,
         tuner=_AutoTuner,
+        data_columns=list,
         columns=list,
         chunks=dict,
         column_chunks=dict,
         slices=list,
+        mixed=bint,
+        tuned=list,
     )
     cpdef _build_item_locked(self, _Item item)
+
+    @cython.locals(tuner=_AutoTuner)
+    cpdef _tune_locked(self, list tuned)
 
     cpdef bint _sendable_locked(self) except -1
 

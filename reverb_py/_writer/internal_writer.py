@@ -95,6 +95,10 @@ DEFAULT_MAX_BATCH_BYTES = 32 * 2**20
 
 _PENDING_WARNING_THRESHOLD = 50
 
+# Reverb's AutoTunedChunkerOptions scores this many items and chunks at a time.
+_ITEMS_TO_SCORE = 10
+_CHUNKS_TO_SCORE = 5
+
 # NOTE(keys): a private generator seeded from the OS, so that keys stay unpredictable and
 # distinct across processes even when user code seeds the `random` module.
 _RNG = random.Random(int.from_bytes(os.urandom(32), "little"))
@@ -229,20 +233,30 @@ def _pin(refs: list[Sequence[CellRef]]) -> None:
 
 
 class _AutoTuner:
-    """Reverb's auto-tuning policy for the chunk length (see AutoTunedChunkerOptions).
+    """Reverb's auto-tuning policy for one column's chunk length (AutoTunedChunkerOptions).
 
-    Keeps the last 5 chunks (length, bytes) and the bytes-per-step of the last 10 items
-    that used the column. Each finalised chunk may move the target: the first score gives
-    +2; afterwards, once the average length of the last chunks is within 0.25 of the
-    target, move +2 when (cost went down) == (length went up), else -1.
+    The length starts at 1 and stays in ``[1, num_keep_alive_refs]``. Each item built
+    reports, per column, the distinct chunks it references there and how many of the
+    column's steps it takes (:meth:`on_item`). The tuner keeps the last 10 items (the
+    average length of their chunks, their chunk bytes per step) and the last 5 distinct
+    chunks items referenced. Once it holds 10 items and 5 chunks it scores them and
+    forgets them: the average length is the mean of those 15 lengths, the cost
+    ``chunk_bytes_per_step + throughput_weight * item_bytes_per_step`` (means). The
+    first score moves the length +2. A later score counts only when its average length
+    is within 0.25 of the length; then, against the score that last moved the length,
+    +2 when (cost went down) == (average length grew), else -1.
+
+    So a column's first 10 items are written with one-step chunks: each is sent as soon
+    as it is created.
     """
 
     __slots__ = (
         "_chunks",
-        "_items",
-        "_last_cost",
-        "_last_length",
+        "_item_bytes",
+        "_item_lengths",
         "_max",
+        "_moved_cost",
+        "_moved_length",
         "_weight",
         "length",
     )
@@ -250,38 +264,82 @@ class _AutoTuner:
     def __init__(self, options: AutoTunedChunkerOptions) -> None:
         self._max = options.num_keep_alive_refs
         self._weight = float(options.throughput_weight)
-        self._chunks: collections.deque[tuple[int, int]] = collections.deque(maxlen=5)
-        self._items: collections.deque[float] = collections.deque(maxlen=10)
-        self._last_cost: float | None = None
-        self._last_length = 1
+        # (key, length, bytes) of the last distinct chunks that items referenced (oldest
+        # first; not the chunks themselves, whose data the writer may release).
+        self._chunks: list[tuple[int, int, int]] = []
+        # Per item of the last ones: the average length of its chunks, and their bytes
+        # per step of the item.
+        self._item_lengths: list[float] = []
+        self._item_bytes: list[float] = []
+        # Average length and cost of the score that last moved the length (-1: none yet).
+        self._moved_length = -1.0
+        self._moved_cost = -1.0
         self.length = 1
 
-    def on_item(self, bytes_per_step: float) -> None:
-        self._items.append(bytes_per_step)
-
-    def on_chunk(self, length: int, nbytes: int) -> None:
-        self._chunks.append((length, nbytes))
-        if not self._items:
+    def on_item(self, chunks: list[_Chunk], steps: int) -> None:
+        """An item takes ``steps`` of the column's steps, in ``chunks`` (distinct, in
+        the order the item first uses them)."""
+        total_bytes = 0
+        total_length = 0
+        known = self._chunks
+        for chunk in chunks:
+            total_bytes += chunk.nbytes
+            total_length += chunk.steps
+            key = chunk.key
+            for entry in known:
+                if entry[0] == key:
+                    break
+            else:
+                known.append((key, chunk.steps, chunk.nbytes))
+        if len(known) > _CHUNKS_TO_SCORE:
+            del known[: len(known) - _CHUNKS_TO_SCORE]
+        lengths = self._item_lengths
+        item_bytes = self._item_bytes
+        lengths.append(total_length / len(chunks))
+        item_bytes.append(total_bytes / steps)
+        if len(lengths) > _ITEMS_TO_SCORE:
+            del lengths[0]
+            del item_bytes[0]
+        elif len(lengths) < _ITEMS_TO_SCORE:
             return
+        if len(known) < _CHUNKS_TO_SCORE:
+            return
+        self._score()
+
+    def _score(self) -> None:
         # Plain loops: compiled, a generator per sum costs more than the sums.
-        chunk_bytes = 0
-        chunk_steps = 0
-        for steps, size in self._chunks:
-            chunk_steps += steps
-            chunk_bytes += size
-        cost = chunk_bytes / chunk_steps + self._weight * (sum(self._items) / len(self._items))
-        if self._last_cost is None:
-            new_length = self.length + 2
-        else:
-            average = chunk_steps / len(self._chunks)
-            if abs(average - self.length) > 0.25:
-                return
-            cost_down = cost < self._last_cost
-            length_up = self.length > self._last_length
-            new_length = self.length + 2 if cost_down == length_up else self.length - 1
-        self._last_cost = cost
-        self._last_length = self.length
-        self.length = max(1, min(self._max, new_length))
+        known = self._chunks
+        lengths = self._item_lengths
+        length_sum = 0.0
+        for value in lengths:
+            length_sum += value
+        items_bytes = 0.0
+        for value in self._item_bytes:
+            items_bytes += value
+        chunks_bytes = 0.0
+        for _, steps, nbytes in known:
+            length_sum += steps
+            chunks_bytes += nbytes / steps
+        average = length_sum / (len(lengths) + len(known))
+        cost = chunks_bytes / len(known) + self._weight * (items_bytes / len(lengths))
+        self._chunks = []
+        self._item_lengths = []
+        self._item_bytes = []
+        if self._moved_length == -1.0:
+            self._moved_length = average
+            self._moved_cost = cost
+            self.length = min(self.length + 2, self._max)
+            return
+        if abs(average - self.length) > 0.25:
+            return
+        cost_down = cost < self._moved_cost
+        length_up = average > self._moved_length
+        new_length = self.length + 2 if cost_down == length_up else self.length - 1
+        new_length = max(1, min(self._max, new_length))
+        if new_length != self.length:
+            self._moved_length = average
+            self._moved_cost = cost
+            self.length = new_length
 
 
 # ------------------------------------------------------------------------------ refs
@@ -293,13 +351,15 @@ class _Chunk:
     Attributes:
       data: the serialised ``ChunkData`` (built once, sent as is).
       key_field: ``chunk_key = 1`` of a ``ChunkSlice``, encoded (tag and varint).
+      steps: how many values (of one column) the chunk holds.
     """
 
-    __slots__ = ("data", "key", "key_field", "live_refs", "nbytes", "sent_generation")
+    __slots__ = ("data", "key", "key_field", "live_refs", "nbytes", "sent_generation", "steps")
 
-    def __init__(self, key: int, data: bytes) -> None:
+    def __init__(self, key: int, data: bytes, steps: int) -> None:
         self.key = key
         self.data = data
+        self.steps = steps
         self.key_field = b"\x08" + _impl.wire.encode_varint(key)
         self.nbytes = len(data)
         # Generation of the stream the chunk was last sent on; -1 = never.
@@ -723,6 +783,9 @@ class InternalTrajectoryWriter:
         self._closed = False
         self._listeners: list[Callable[[], None]] = []
         self._warned_pending = False
+        # The block_until_num_items of the last flush: up to that many items in flight,
+        # new ready items may wait for more (see _sendable_locked).
+        self._hold_limit = 0
 
     # -------------------------------------------------------------- configuration
 
@@ -933,7 +996,7 @@ class InternalTrajectoryWriter:
                 sparse=sparse,
             )
         )
-        chunk = _Chunk(key, data)
+        chunk = _Chunk(key, data, len(buffer))
         for offset, ref in enumerate(buffer):
             ref._chunk = chunk
             ref._offset = offset
@@ -942,8 +1005,6 @@ class InternalTrajectoryWriter:
         if chunk.live_refs:
             column.live_chunks.append(chunk)
         column.buffer = []
-        if column.tuner is not None:
-            column.tuner.on_chunk(len(buffer), chunk.nbytes)
 
     # -------------------------------------------------------------- items
 
@@ -1109,13 +1170,18 @@ class InternalTrajectoryWriter:
                 )
 
     def _build_item_locked(self, item: _Item) -> None:
-        """Builds the wire form of an item whose chunks are all finalised."""
+        """Builds the wire form of an item whose chunks are all finalised, and reports
+        it to the tuners of the auto-tuned columns it references."""
         refs = item.refs
         assert refs is not None
         encode_column = _impl.wire.encode_column
         length_delimited = _impl.wire.length_delimited
+        data_columns = self._columns
         columns: list[bytes] = []
         chunks: dict[int, _Chunk] = {}
+        # (column index, its chunks the item references, how many of its steps) per item
+        # column over an auto-tuned column.
+        tuned: list[tuple[int, list[_Chunk], int]] = []
         for column_refs, squeeze in zip(refs, item.squeeze):
             first = column_refs[0]
             chunk = first._chunk
@@ -1123,11 +1189,13 @@ class InternalTrajectoryWriter:
             if len(column_refs) == 1:
                 columns.append(encode_column(((chunk.key_field, first._offset, 1),), squeeze))
                 chunks[chunk.key] = chunk
-                column_bytes = chunk.nbytes
+                if data_columns[first._column].tuner is not None:
+                    tuned.append((first._column, [chunk], 1))
             else:
                 slices: list[list[Any]] = []  # [key field, offset, length]
                 column_chunks: dict[int, _Chunk] = {}
                 last_chunk = None
+                mixed = False
                 for ref in column_refs:
                     chunk = ref._chunk
                     assert chunk is not None
@@ -1137,14 +1205,20 @@ class InternalTrajectoryWriter:
                         slices.append([chunk.key_field, ref._offset, 1])
                         column_chunks[chunk.key] = chunk
                         last_chunk = chunk
+                        if ref._column != first._column:
+                            mixed = True
                 columns.append(encode_column(slices, squeeze))
                 chunks.update(column_chunks)
-                column_bytes = 0
-                for chunk in column_chunks.values():
-                    column_bytes += chunk.nbytes
-            tuner = self._columns[first._column].tuner
-            if tuner is not None:
-                tuner.on_item(column_bytes / len(column_refs))
+                if mixed:
+                    for ref in column_refs:
+                        chunk = ref._chunk
+                        assert chunk is not None
+                        if data_columns[ref._column].tuner is not None:
+                            tuned.append((ref._column, [chunk], 1))
+                elif data_columns[first._column].tuner is not None:
+                    tuned.append((first._column, list(column_chunks.values()), len(column_refs)))
+        if tuned:
+            self._tune_locked(tuned)
         table_field = _TABLE_FIELDS.get(item.table)
         if table_field is None:
             table_field = (
@@ -1156,18 +1230,55 @@ class InternalTrajectoryWriter:
         item.chunks = list(chunks.values())
         item.refs = None
 
+    def _tune_locked(self, tuned: list[tuple[int, list[_Chunk], int]]) -> None:
+        """Reports an item to the tuners of its auto-tuned columns (see
+        :meth:`_build_item_locked`): once per column, as Reverb groups an item's
+        references by chunker."""
+        columns = self._columns
+        if len(tuned) > 1:
+            indices = {entry[0] for entry in tuned}
+            if len(indices) != len(tuned):
+                merged: dict[int, tuple[int, list[_Chunk], int]] = {}
+                for index, chunks, steps in tuned:
+                    previous = merged.get(index)
+                    if previous is not None:
+                        union = list(previous[1])
+                        for chunk in chunks:
+                            if chunk not in union:
+                                union.append(chunk)
+                        merged[index] = (index, union, previous[2] + steps)
+                    else:
+                        merged[index] = (index, chunks, steps)
+                tuned = list(merged.values())
+        for index, chunks, steps in tuned:
+            tuner = columns[index].tuner
+            assert tuner is not None
+            tuner.on_item(chunks, steps)
+
     def _sendable_locked(self) -> bool:
         """Whether the transport should take a request now.
 
-        The head of the queue must be ready, and while items are in flight, at least as
-        many must be queued: new items wait for the next confirmation (which checks
-        again, see :meth:`confirm`) or until they are as many as those in flight. Each
-        request then carries several items, which halves the messages (and the
-        per-message cost of gRPC on both sides) at a given window of pending items; a
-        stalled in-flight item holds back at most as many new ones.
+        The head of the queue must be ready. While items are in flight, and no more of
+        them than the ``block_until_num_items`` of the last flush (none before the first
+        flush), at least as many must be queued: new items wait for the next
+        confirmation (which checks again, see :meth:`confirm`) or until they are as many
+        as those in flight. Each request then carries several items, which halves the
+        messages (and the per-message cost of gRPC on both sides) at a given window of
+        pending items; a stalled in-flight item holds back at most as many new ones.
+
+        The bound is the user's: a writer that flushes every item with
+        ``block_until_num_items=n`` tolerates ``n`` items on their way (and a blocking
+        writer's flush takes the confirmations that release them once more are
+        pending), while a writer that never flushes, or flushes everything, sends each
+        item as soon as its chunks are final, as Reverb does: no confirmation has to
+        be taken (a blocking writer's transport takes them only while its thread waits)
+        before an item reaches the table.
         """
         queue = self._queue
-        return bool(queue) and queue[0].data is not None and len(queue) >= len(self._in_flight)
+        if not queue or queue[0].data is None:
+            return False
+        in_flight = len(self._in_flight)
+        return len(queue) >= in_flight or in_flight > self._hold_limit
 
     def _resolve_locked(self) -> bool:
         """Builds every queued item whose chunks are now final.
@@ -1194,7 +1305,7 @@ class InternalTrajectoryWriter:
 
     # -------------------------------------------------------------- flushing
 
-    def PrepareFlush(self, block_until_num_items: int = 0) -> None:
+    def PrepareFlush(self, block_until_num_items: int = 0, *, hold: bool = True) -> None:
         """The non-blocking half of :meth:`Flush`: finalise the chunks and notify.
 
         When more than ``block_until_num_items`` items are pending (queued or
@@ -1203,6 +1314,13 @@ class InternalTrajectoryWriter:
         finalises them for all but the last ``block_until_num_items`` queued items, so
         the newest items wait until their chunks fill up after the flush returned.
         Only chunk boundaries differ; what is inserted is the same.)
+
+        Args:
+          block_until_num_items: how many items may stay pending.
+          hold: until the next flush, up to ``block_until_num_items`` items in flight
+            let new ready items wait for more (see :meth:`_sendable_locked`); False
+            (the legacy ``Writer``'s wait for its ``max_in_flight_items``, which
+            Reverb's writer makes with every item sent) sends each ready item at once.
 
         Raises:
           ValueError: ``block_until_num_items < 0``.
@@ -1213,6 +1331,7 @@ class InternalTrajectoryWriter:
             )
         with self._lock:
             self._check_usable_locked()
+            self._hold_limit = min(int(block_until_num_items), MAX_CHUNKER_VALUE) if hold else 0
             finalised = False
             if self._unready and len(self._queue) + len(self._in_flight) > block_until_num_items:
                 for item in self._unready:
@@ -1230,7 +1349,9 @@ class InternalTrajectoryWriter:
         if sendable:
             self._transport.notify()
 
-    def Flush(self, block_until_num_items: int = 0, timeout_ms: int | None = -1) -> None:
+    def Flush(
+        self, block_until_num_items: int = 0, timeout_ms: int | None = -1, *, hold: bool = True
+    ) -> None:
         """Sends the queued items and waits until at most ``block_until_num_items`` are
         pending (created and not confirmed by the server); see :meth:`PrepareFlush`.
 
@@ -1238,13 +1359,14 @@ class InternalTrajectoryWriter:
           block_until_num_items: how many items may stay pending.
           timeout_ms: milliseconds; None, -1, 0 and every value <= 0 mean no timeout
             (Reverb's quirk, §8.7 of the spec).
+          hold: see :meth:`PrepareFlush`.
 
         Raises:
           DeadlineExceededError: the timeout passed (items keep being sent).
           ValueError: ``block_until_num_items < 0``.
           The stream's error after a terminal stream failure.
         """
-        self.PrepareFlush(block_until_num_items)
+        self.PrepareFlush(block_until_num_items, hold=hold)
         timeout = None if timeout_ms is None or timeout_ms <= 0 else timeout_ms / 1000
         if not self._transport.wait_confirmed(block_until_num_items, timeout):
             raise DeadlineExceededError(

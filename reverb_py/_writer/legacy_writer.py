@@ -426,7 +426,7 @@ class Writer:
             table, priority, columns, [False] * len(columns), validate_signature=False
         )
         if self._writer.num_pending_items() > self._max_in_flight_items:
-            self._writer.Flush(self._max_in_flight_items, -1)
+            self._writer.Flush(self._max_in_flight_items, -1, hold=False)
 
     # -------------------------------------------------------------- flushing
 

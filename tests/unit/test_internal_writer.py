@@ -556,15 +556,24 @@ def flush_in_thread(
     return thread, outcome
 
 
+def create_one_step_item(writer: InternalTrajectoryWriter, priority: float) -> None:
+    (ref,) = refs_of(writer, [priority])
+    writer.CreateItem("t", priority, [[ref]], [True])
+
+
+def priorities_sent(fake: FakeTransport) -> list[list[float]]:
+    return [[item.priority for item in request.items] for request in fake.requests]
+
+
 def test_new_items_wait_while_more_are_in_flight() -> None:
     writer, fake = make_writer(constant(1, 8), transport=FakeTransport(auto_confirm=False))
+    writer.Flush(block_until_num_items=8)  # up to 8 items may stay on their way
 
     def create(priority: float) -> None:
-        (ref,) = refs_of(writer, [priority])
-        writer.CreateItem("t", priority, [[ref]], [True])
+        create_one_step_item(writer, priority)
 
     def sent() -> list[list[float]]:
-        return [[item.priority for item in request.items] for request in fake.requests]
+        return priorities_sent(fake)
 
     create(1.0)  # nothing in flight: sent at once
     create(2.0)  # one queued, one in flight: sent
@@ -586,17 +595,45 @@ def test_new_items_wait_while_more_are_in_flight() -> None:
 
 def test_a_flush_releases_held_items_as_confirmations_arrive() -> None:
     writer, fake = make_writer(constant(1, 8), transport=FakeTransport(auto_confirm=False))
+    writer.Flush(block_until_num_items=2)
+    fake.waiting.clear()
     for priority in (1.0, 2.0, 3.0):
-        (ref,) = refs_of(writer, [priority])
-        writer.CreateItem("t", priority, [[ref]], [True])
+        create_one_step_item(writer, priority)
     assert len(fake.requests) == 2  # the third item waits behind two in flight
-    thread, outcome = flush_in_thread(writer, 0)
+    thread, outcome = flush_in_thread(writer, 2)
     assert fake.waiting.wait(10)
-    fake.confirm_all()  # releases the third item, which is sent ...
-    assert len(fake.requests) == 3 and outcome == []
-    fake.confirm_all()  # ... and confirmed: the flush returns
+    assert len(fake.requests) == 2 and outcome == []
+    fake.confirm_all()  # releases the third item, which is sent: the flush returns
     thread.join(10)
-    assert outcome == [None] and writer.num_pending_items() == 0
+    assert len(fake.requests) == 3 and outcome == [None]
+    fake.confirm_all()
+    assert writer.num_pending_items() == 0
+
+
+def test_a_writer_that_does_not_flush_holds_no_item_back() -> None:
+    """As Reverb's writer: each item goes as soon as its chunks are final, whatever is
+    in flight (a blocking writer's confirmations are taken only while it waits)."""
+    writer, fake = make_writer(constant(1, 8), transport=FakeTransport(auto_confirm=False))
+    for priority in (1.0, 2.0, 3.0, 4.0, 5.0):
+        create_one_step_item(writer, priority)
+    assert priorities_sent(fake) == [[1.0], [2.0], [3.0], [4.0], [5.0]]
+
+
+def test_items_wait_only_while_the_last_flushs_bound_is_in_flight() -> None:
+    writer, fake = make_writer(constant(1, 8), transport=FakeTransport(auto_confirm=False))
+    writer.Flush(block_until_num_items=2)
+    for priority in (1.0, 2.0, 3.0, 4.0):
+        create_one_step_item(writer, priority)
+    # The third waited behind two in flight (no more than the flush's 2) for the fourth.
+    assert priorities_sent(fake) == [[1.0], [2.0], [3.0, 4.0]]
+    create_one_step_item(writer, 5.0)  # four in flight: more than 2, it goes at once
+    assert priorities_sent(fake)[-1] == [5.0]
+    with pytest.raises(errors.DeadlineExceededError):
+        writer.Flush(0, timeout_ms=1)  # everything: from now on no item waits
+    fake.confirm_all()
+    for priority in (6.0, 7.0, 8.0):
+        create_one_step_item(writer, priority)
+    assert priorities_sent(fake)[-3:] == [[6.0], [7.0], [8.0]]
 
 
 def test_flush_timeout_raises_deadline_exceeded() -> None:
@@ -997,6 +1034,58 @@ def test_auto_tuned_chunks_stay_within_bounds() -> None:
         assert_arrays_equal(
             fake.decoded(index)[0], np.stack([np.full(16, s) for s in range(step - 3, step + 1)])
         )
+
+
+def chunk_lengths(fake: FakeTransport) -> list[int]:
+    return [c.sequence_range.end - c.sequence_range.start + 1 for c in fake.chunks_sent]
+
+
+def test_auto_tuned_first_items_are_sent_as_they_are_created() -> None:
+    """As Reverb's auto-tuned chunker, which starts at length 1 and moves only after 10
+    items: TF-Agents' observer (keep 3, an item of the last 2 steps per step, no flush)
+    gets each item into the table one step after the other."""
+    writer, fake = make_writer(AutoTunedChunkerOptions(num_keep_alive_refs=3))
+    history: list[CellRef] = []
+    for step in range(11):
+        history.extend(refs_of(writer, [float(step)]))
+        if step >= 1:
+            writer.CreateItem("t", 1.0, [history[-2:]], [False])
+        assert len(fake.inserted) == step, step
+    assert chunk_lengths(fake) == [1] * 11
+
+
+def test_auto_tuned_length_moves_after_ten_items_and_five_chunks() -> None:
+    writer, fake = make_writer(AutoTunedChunkerOptions(num_keep_alive_refs=5))
+    for step in range(16):
+        writer.CreateItem("t", 1.0, [refs_of(writer, [float(step)])], [False])
+    writer.Flush()
+    # The 10th item (and 10th chunk) is the first score: +2.
+    assert chunk_lengths(fake) == [1] * 10 + [3, 3]
+
+
+def test_auto_tuned_counts_an_item_once_per_column() -> None:
+    """An item whose two columns take steps of one appended column counts once for that
+    column's tuner (Reverb groups an item's references by chunker)."""
+    writer, fake = make_writer(AutoTunedChunkerOptions(num_keep_alive_refs=5))
+    history: list[CellRef] = []
+    for step in range(13):
+        history.extend(refs_of(writer, [float(step)]))
+        if step >= 1:
+            writer.CreateItem("t", 1.0, [history[-2:-1], history[-1:]], [True, True])
+    writer.Flush()
+    assert chunk_lengths(fake) == [1] * 11 + [2]  # the 2 steps after the 10th item
+
+
+def test_auto_tuned_counts_a_column_of_steps_of_two_appended_columns_for_both() -> None:
+    writer, fake = make_writer(AutoTunedChunkerOptions(num_keep_alive_refs=5))
+    for step in range(12):
+        x, y = writer.Append([float(step), -float(step)])
+        assert x is not None and y is not None
+        writer.CreateItem("t", 1.0, [[x, y]], [False])
+    writer.Flush()
+    # Both tuners moved after the 10th item: the last 2 steps are one chunk per column.
+    assert sorted(chunk_lengths(fake)) == [1] * 20 + [2, 2]
+    assert_arrays_equal(fake.decoded(11)[0], np.array([11.0, -11.0]))
 
 
 def test_many_waiting_items_log_a_warning(caplog: pytest.LogCaptureFixture) -> None:

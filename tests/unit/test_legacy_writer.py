@@ -270,14 +270,39 @@ def test_create_item_blocks_beyond_max_in_flight_items() -> None:
     thread.start()
     assert fake.waiting.wait(10)
     assert fake.wait_calls == [(2, None)]
-    # Two sent and unconfirmed; the third waits behind them (see _sendable_locked).
-    assert len(fake.inserted) == 2
+    # As Reverb's Writer: the third is sent, then the writer waits for a confirmation.
+    assert len(fake.inserted) == 3
     assert created == [0, 1]  # blocked inside the third create_item
     fake.confirm(fake.unconfirmed[:1])
     thread.join(10)
     assert created == [0, 1, 2]
-    assert len(fake.inserted) == 3  # the confirmation released the third
     fake.confirm_all()
+    writer.close()
+
+
+def test_waiting_for_max_in_flight_items_holds_no_later_item_back() -> None:
+    writer, fake = new_writer(1, transport=FakeTransport(auto_confirm=False), max_in_flight_items=2)
+
+    def step(value: float) -> None:
+        writer.append(value)
+        writer.create_item("t", 1, 1.0)
+
+    step(1.0)
+    step(2.0)
+    thread = threading.Thread(target=step, args=(3.0,), daemon=True)
+    thread.start()
+    assert fake.waiting.wait(10)  # three pending: the writer waits for one confirmation
+    fake.confirm(fake.unconfirmed[:1])
+    thread.join(10)
+    assert not thread.is_alive()
+    fake.waiting.clear()
+    thread = threading.Thread(target=step, args=(4.0,), daemon=True)
+    thread.start()
+    assert fake.waiting.wait(10)
+    assert len(fake.inserted) == 4  # sent before the writer waited again
+    fake.confirm_all()
+    thread.join(10)
+    assert not thread.is_alive()
     writer.close()
 
 
