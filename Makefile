@@ -22,6 +22,7 @@
 #   make test-oldest  the suite on the oldest protobuf and grpcio supported (.venv-oldest)
 #   make test-pythons  the suite, compiled, on Python 3.10 and 3.13 (.venv-py3.10, .venv-py3.13)
 #   make test-beside-reverb  pip-install reverb_py beside TensorFlow 2.15 and dm-reverb 0.14
+#   make docs     the documentation site (MkDocs, strict) into build/site (.venv-docs)
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -40,7 +41,7 @@ FRAMEWORKS_PY := $(FRAMEWORKS_VENV)/bin/python
 FRAMEWORKS ?= tensorflow==2.21.0 torch==2.13.0 jax==0.10.2 jaxlib==0.10.2
 
 .PHONY: test lint typecheck test-debug test-packaging test-frameworks test-ray test-oldest test-beside-reverb test-pythons \
-	fuzz soak run build debug protos bench interop clean
+	fuzz soak run build debug protos bench interop docs clean
 
 # An editable install leaves out reverb_py-as-reverb.pth (BuildPy in setup.py puts it in
 # wheels and sdist installs): copied into each editable environment, so that processes
@@ -221,6 +222,22 @@ bench: build
 	$(PY) -m benchmarks.table
 	$(PY) -m benchmarks.e2e
 
+# The documentation site (mkdocs.yml, pages under docs/), built strictly (a warning fails)
+# into build/site by MkDocs in its own environment (.venv-docs, the `docs` extra). The API
+# reference is read from the sources (griffe's static analysis): no framework is installed.
+DOCS_VENV ?= .venv-docs
+DOCS_PY := $(DOCS_VENV)/bin/python
+$(DOCS_VENV)/.installed: pyproject.toml setup.py
+	@echo "reverb_py: creating $(DOCS_VENV) with the docs extra"
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_PY) -m pip install --quiet --upgrade pip
+	$(DOCS_PY) -m pip install --quiet "setuptools>=77" wheel "Cython>=3.0"
+	REVERB_PY_NO_EXTENSIONS=1 $(DOCS_PY) -m pip install --quiet --no-build-isolation -e '.[docs]'
+	touch $@
+
+docs: $(DOCS_VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(DOCS_PY) -m mkdocs build --strict --site-dir build/site
+
 $(REVERB_VENV)/.installed:
 	$(REVERB_PYTHON) -m venv $(REVERB_VENV)
 	$(REVERB_VENV)/bin/python -m pip install --quiet --upgrade pip
@@ -232,6 +249,6 @@ interop: build $(REVERB_VENV)/.installed
 		$(PY) -m pytest tests/interop -p no:cacheprovider $(PYTEST_ARGS)
 
 clean:
-	rm -rf build dist $(VENV) .venv-py* $(REVERB_VENV) $(FRAMEWORKS_VENV) $(RAY_VENV) $(OLDEST_VENV) $(BESIDE_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
+	rm -rf build dist $(VENV) .venv-py* $(REVERB_VENV) $(FRAMEWORKS_VENV) $(RAY_VENV) $(OLDEST_VENV) $(BESIDE_VENV) $(DOCS_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
 		reverb_py/_writer/*.cpp reverb_py/_writer/*.html
 	find reverb_py -name '*.so' -delete -o -name '*.pyd' -delete

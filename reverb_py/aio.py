@@ -65,8 +65,10 @@ class Client:
         names, else none; ``""``: none.
       root_certificates: The CA that signed the server's certificate (PEM bytes or a
         file path); given, the client connects with TLS.
-      private_key, certificate_chain: The client's key and certificate (PEM bytes or
-        file paths), for a server that asks for them (mutual TLS).
+      private_key: The client's private key (PEM bytes or a file path), for a server
+        that asks for a client certificate (mutual TLS).
+      certificate_chain: The client's certificate chain (PEM bytes or a file path), with
+        ``private_key``.
 
     Construction never blocks or connects; the connection is made on first use. Every
     writer and sampler of the client uses its credentials. Without a token and TLS the

@@ -48,9 +48,15 @@ class Client:
     Args:
       server_address: ``host:port``, or any gRPC target (``dns:///...``, ``ipv4:a,b``)
         to spread calls over several servers (round robin).
-      token, root_certificates, private_key, certificate_chain: The credentials, as for
-        :class:`reverb_py.aio.Client` (None token: ``$REVERB_PY_TOKEN`` or
-        ``$REVERB_PY_TOKEN_FILE``); every writer and sampler of the client uses them.
+      token: The server's bearer token, as for :class:`reverb_py.aio.Client` (None:
+        ``$REVERB_PY_TOKEN`` or ``$REVERB_PY_TOKEN_FILE``).
+      root_certificates: The CA of the server's certificate (TLS), as for
+        :class:`reverb_py.aio.Client`.
+      private_key: The client's key (mutual TLS), as for :class:`reverb_py.aio.Client`.
+      certificate_chain: The client's certificate (mutual TLS), as for
+        :class:`reverb_py.aio.Client`.
+
+    Every writer and sampler of the client uses its credentials.
 
     Construction never blocks. Clients pickle by address and the credentials given in
     code (as given: file paths stay paths; a token left to the environment is read again

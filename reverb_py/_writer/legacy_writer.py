@@ -434,7 +434,7 @@ class Writer:
         """Sends every pending item and blocks until the server confirmed all of them.
 
         Raises:
-          The stream's error after a non-retryable failure.
+          ReverbError: The stream's error after a non-retryable failure.
         """
         self._check_open()
         self._writer.Flush(0, -1)
@@ -448,7 +448,8 @@ class Writer:
 
         Raises:
           ValueError: the writer is already closed.
-          The stream's error after a non-retryable failure (the writer is closed anyway).
+          ReverbError: The stream's error after a non-retryable failure (the writer is
+            closed anyway).
         """
         del retry_on_unavailable
         if self._closed:

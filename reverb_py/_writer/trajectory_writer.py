@@ -671,7 +671,7 @@ class TrajectoryWriter(_TrajectoryWriterBase):
         Raises:
           ValueError: ``block_until_num_items < 0``.
           DeadlineExceededError: the timeout passed (items keep being sent).
-          The stream's error after a non-retryable stream failure.
+          ReverbError: The stream's error after a non-retryable stream failure.
         """
         _check_block_until(block_until_num_items)
         try:
@@ -695,7 +695,7 @@ class TrajectoryWriter(_TrajectoryWriterBase):
         Raises:
           DeadlineExceededError: the timeout passed. Nothing is reset then: the episode
             continues (``episode_steps`` and ``history`` are unchanged).
-          The stream's error after a non-retryable stream failure.
+          ReverbError: The stream's error after a non-retryable stream failure.
         """
         try:
             self._writer.EndEpisode(clear_buffers, timeout_ms)

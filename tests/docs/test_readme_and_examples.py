@@ -1,4 +1,5 @@
-"""Every ```python block of the READMEs and every ``examples/*.py`` runs as its own script.
+"""Every ```python block of the READMEs and of the documentation's pages (``docs/``), and
+every ``examples/*.py``, runs as its own script.
 
 Each runs in a subprocess (this interpreter, a temporary working directory, this
 checkout first on ``PYTHONPATH``, the environment passed through so that
@@ -6,6 +7,10 @@ checkout first on ``PYTHONPATH``, the environment passed through so that
 implementation) and must exit 0 within ``TIMEOUT`` seconds, with no traceback on stderr
 and with the output the docs promise. A script that does not exit in time (for example
 one that hangs at interpreter exit) is killed with its whole process group.
+
+Blocks that need TensorFlow, PyTorch or JAX are fenced ```py-tf, ```py-torch and
+```py-jax (the site highlights them as Python): here they are compiled, and with
+``REVERB_PY_FRAMEWORKS_TESTS`` set (in the frameworks' environment) they run as well.
 """
 
 from __future__ import annotations
@@ -24,20 +29,33 @@ import pytest
 import reverb_py
 
 ROOT = pathlib.Path(__file__).parents[2]
-DOCUMENTS = [ROOT / "README.md", ROOT / "examples" / "README.md", ROOT / "docs" / "migrating.md"]
+DOCS_DIR = ROOT / "docs"
+DOCUMENTS = [ROOT / "README.md", ROOT / "examples" / "README.md", *sorted(DOCS_DIR.rglob("*.md"))]
 EXAMPLES_DIR = ROOT / "examples"
 TIMEOUT = 60.0
 
-# Lower bounds, so that an extraction that finds nothing cannot pass silently.
-MIN_README_BLOCKS = 3
+# Lower bounds, so that an extraction that finds nothing cannot pass silently: the python
+# blocks of each document that has some, and the framework blocks of all.
+MIN_BLOCKS = {
+    "README.md": 1,
+    "docs/getting-started.md": 1,
+    "docs/concepts.md": 3,
+    "docs/learners.md": 1,
+    "docs/security.md": 1,
+    "docs/migrating.md": 2,
+}
+MIN_FRAMEWORK_BLOCKS = 3
 EXPECTED_EXAMPLES = {"actor_async.py", "learner.py", "daemon_with_checkpoints.py"}
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)")
-_PYTHON_INFOS = {"python", "py", "python3"}
+_PYTHON_INFOS = frozenset({"python", "py", "python3"})
+FRAMEWORK_INFOS = frozenset({"py-tf", "py-torch", "py-jax"})
+FRAMEWORKS = bool(os.environ.get("REVERB_PY_FRAMEWORKS_TESTS"))
 
 
-def python_blocks(text: str) -> list[tuple[int, str]]:
-    """The fenced python code blocks of a Markdown text: (first code line number, code).
+def python_blocks(text: str, infos: frozenset[str] = _PYTHON_INFOS) -> list[tuple[int, str]]:
+    """The fenced code blocks of a Markdown text whose info string is one of ``infos``
+    (python's by default): (first code line number, code).
 
     Raises:
       ValueError: a fence is never closed.
@@ -65,20 +83,21 @@ def python_blocks(text: str) -> list[tuple[int, str]]:
             end += 1
         else:
             raise ValueError(f"the fence opened on line {index + 1} is never closed")
-        if opening.group("info").lower() in _PYTHON_INFOS:
+        if opening.group("info").lower() in infos:
             # A block in a list item is indented with the item.
             blocks.append((start + 1, textwrap.dedent("\n".join(lines[start:end])) + "\n"))
         index = end + 1
     return blocks
 
 
-def readme_blocks() -> list[tuple[str, str]]:
-    """(id, code) of every python block of the documents, the id ``file:line``."""
+def readme_blocks(infos: frozenset[str] = _PYTHON_INFOS) -> list[tuple[str, str]]:
+    """(id, code) of every block of the documents with one of ``infos`` (python's by
+    default), the id ``file:line``."""
     found = []
     for document in DOCUMENTS:
         if document.exists():
             name = document.relative_to(ROOT).as_posix()
-            for line, code in python_blocks(document.read_text(encoding="utf-8")):
+            for line, code in python_blocks(document.read_text(encoding="utf-8"), infos):
                 found.append((f"{name}:{line}", code))
     return found
 
@@ -139,6 +158,12 @@ def check_run(result: subprocess.CompletedProcess[str], expected: Sequence[str])
 BLOCK_OUTPUT = {
     # Migrating: the item inserted under `import reverb_py as reverb`, sampled back.
     'client.insert(np.arange(3, dtype=np.int32), {"queue": 1.0})': [r"^\[0 1 2\]$"],
+    # Getting started: the queue's two items, in the order they were written.
+    "print(obs.tolist(), reward)": [
+        r"\A\[\[0\.0, 0\.0\], \[1\.0, 1\.0\]\] 0\.1\n\[\[1\.0, 1\.0\], \[2\.0, 2\.0\]\] 0\.2\n\Z"
+    ],
+    # Security: an item over mutual TLS with the token, and a wrong token refused.
+    "ServerTLS(": [r"^sampled over mutual TLS: \[0 1 2 3\]$", r"^refused: invalid bearer token"],
     # The quickstart: the sampled trajectory, one ReplaySample per step, as written.
     "server.localhost_client()": [
         r"table_size=1\b",
@@ -159,6 +184,10 @@ BLOCK_OUTPUT = {
     "reverb.aio.Client(": [r"\A(\d+ \[.*\]\n){32}\Z"],
     # Learner input: three batches of 32 stacked samples.
     "data.TrajectoryIterator.from_table_signature(": [r"\A(\(32,\) \(32, 2, 3\)\n){3}\Z"],
+    # The frameworks' blocks (learners): four batches of 16 each, as tensors or arrays.
+    "reverb_torch.TrajectoryDataset.from_table_signature(": [r"\A(Tensor \(16, 3\)\n){4}\Z"],
+    "reverb_jax.TrajectoryIterator.from_table_signature(": [r"\A(ArrayImpl \(16, 3\)\n){4}\Z"],
+    "reverb.TrajectoryDataset.from_table_signature(": [r"(^EagerTensor \(16, 3\)\n){4}"],
 }
 SCRIPT_OUTPUT = {
     "actor_async.py": [
@@ -186,6 +215,7 @@ def expected_block_output(code: str) -> list[str]:
 
 
 BLOCKS = readme_blocks()
+FRAMEWORK_BLOCKS = readme_blocks(FRAMEWORK_INFOS)
 SCRIPTS = example_scripts()
 
 
@@ -203,13 +233,35 @@ def test_example_runs_to_completion(script: pathlib.Path, tmp_path: pathlib.Path
     check_run(run_script([str(script)], tmp_path), SCRIPT_OUTPUT.get(script.name, []))
 
 
+if FRAMEWORKS:
+
+    @pytest.mark.frameworks
+    @pytest.mark.timeout(TIMEOUT + 30)
+    @pytest.mark.parametrize(
+        "code", [code for _, code in FRAMEWORK_BLOCKS], ids=[i for i, _ in FRAMEWORK_BLOCKS]
+    )
+    def test_framework_block_runs_as_a_script(code: str, tmp_path: pathlib.Path) -> None:
+        script = tmp_path / "block.py"
+        script.write_text(code, encoding="utf-8")
+        check_run(run_script([str(script)], tmp_path), expected_block_output(code))
+
+
+@pytest.mark.parametrize(
+    "code", [code for _, code in FRAMEWORK_BLOCKS], ids=[i for i, _ in FRAMEWORK_BLOCKS]
+)
+def test_framework_block_compiles(code: str) -> None:
+    compile(code, "<block>", "exec")
+
+
 def test_every_block_and_example_is_found() -> None:
-    readme = [block_id for block_id, _ in BLOCKS if block_id.startswith("README.md:")]
-    assert len(readme) >= MIN_README_BLOCKS, readme
+    for document, least in MIN_BLOCKS.items():
+        found = [block_id for block_id, _ in BLOCKS if block_id.startswith(f"{document}:")]
+        assert len(found) >= least, (document, found)
+    assert len(FRAMEWORK_BLOCKS) >= MIN_FRAMEWORK_BLOCKS, FRAMEWORK_BLOCKS
     assert EXPECTED_EXAMPLES <= {script.name for script in SCRIPTS}
     assert set(SCRIPT_OUTPUT) <= {script.name for script in SCRIPTS}
     for marker in BLOCK_OUTPUT:
-        matching = [block_id for block_id, code in BLOCKS if marker in code]
+        matching = [block_id for block_id, code in BLOCKS + FRAMEWORK_BLOCKS if marker in code]
         assert len(matching) == 1, (marker, matching)
 
 
@@ -234,11 +286,13 @@ def test_python_blocks_extraction() -> None:
         "~~~py\nprint(2)\n~~~\n"
         "```\nplain\n```\n"
         "```pycon\n>>> 1\n```\n"
+        "```py-torch\nimport torch\n```\n"
     )
     assert python_blocks(text) == [
         (7, "print(1)\n"),
         (10, "x = '''\n```\n'''\n"),
         (15, "print(2)\n"),
     ]
+    assert python_blocks(text, frozenset({"py-torch"})) == [(24, "import torch\n")]
     with pytest.raises(ValueError, match="line 1"):
         python_blocks("```python\nprint(1)\n")
