@@ -8,8 +8,10 @@ response. Chunks are decoded once per stream and kept in a small cache
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, cast
 
 import grpc
@@ -17,7 +19,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from reverb_py import _impl, errors
-from reverb_py._client.channel import SAMPLE_STREAM_PATH, identity
+from reverb_py._client.channel import SAMPLE_STREAM_PATH, SERVER_INFO_PATH, identity
 from reverb_py._client.credentials import explain_internal_error, write_or_raise
 from reverb_py._codec.chunk import ChunkCache, decode_chunk, unpack_columns
 from reverb_py._proto import reverb_service_pb2, schema_pb2
@@ -25,12 +27,20 @@ from reverb_py._status import error_for_status, error_from_rpc
 from reverb_py.replay_sample import ReplaySample, SampleInfo
 
 __all__ = [
+    "DEFAULT_WAIT_REPORT_S",
     "Decoded",
     "SampleAssembler",
+    "WaitReporter",
+    "describe_wait",
     "sample_stream",
     "spread_sample_stream",
     "to_replay_samples",
 ]
+
+_logger = logging.getLogger("reverb_py")
+
+#: How often a sampler that gets no sample logs what the table's rate limiter waits for.
+DEFAULT_WAIT_REPORT_S = 30.0
 
 # The pause before a stream replaces one whose server went away (doubling up to the max).
 _MIN_BACKOFF_S = 0.005
@@ -179,13 +189,114 @@ def _parse(message_class: Any, data: bytes) -> Any:
         raise errors.InvalidArgumentError(f"Malformed {name} in a sample response.") from None
 
 
+def describe_wait(table: str, info: schema_pb2.TableInfo) -> str:
+    """What sampling ``table`` (its ``ServerInfo`` entry) waits for, in a few words:
+    ``table 'replay': 3 of 1000 items (min_size_to_sample)``."""
+    limiter = info.rate_limiter_info
+    size = int(info.current_size)
+    if size < limiter.min_size_to_sample:
+        return f"table {table!r}: {size} of {limiter.min_size_to_sample} items (min_size_to_sample)"
+    inserts = int(limiter.insert_stats.completed)
+    samples = int(limiter.sample_stats.completed)
+    spi = float(limiter.samples_per_insert)
+    # A sample is allowed while inserts * spi - (samples + 1) >= min_diff.
+    missing = limiter.min_diff - (inserts * spi - samples - 1)
+    if missing > 0 and spi > 0:
+        needed = max(1, math.ceil(missing / spi))
+        return (
+            f"table {table!r}: {samples} samples of {inserts} inserts at samples_per_insert "
+            f"{spi:g}: {needed} more insert{'s' if needed > 1 else ''} needed"
+        )
+    return f"table {table!r}: {size} items, sampling allowed now (other samplers served first?)"
+
+
+async def _ask_wait(channel: grpc.aio.Channel, table: str, timeout: float) -> str:
+    """:func:`describe_wait` of the server's answer, or why there is none."""
+    try:
+        response = await channel.unary_unary(
+            SERVER_INFO_PATH,
+            request_serializer=reverb_service_pb2.ServerInfoRequest.SerializeToString,
+            response_deserializer=reverb_service_pb2.ServerInfoResponse.FromString,
+        )(reverb_service_pb2.ServerInfoRequest(), timeout=timeout)
+    except grpc.aio.AioRpcError as error:
+        return f"the server did not say ({error.code().name})"
+    for info in response.table_info:
+        if info.name == table:
+            return describe_wait(table, info)
+    return f"the server has no table {table!r}"
+
+
+class WaitReporter:
+    """Logs (INFO) what the rate limiter of ``table`` waits for, every ``interval``
+    seconds that a sampler waits without getting a sample.
+
+    Made and used on the channel's loop. ``waiting()`` says whether someone waits for a
+    sample now; ``progress()`` changes whenever samples arrive.
+    """
+
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        table: str,
+        interval: float,
+        waiting: Callable[[], bool],
+        progress: Callable[[], int],
+    ) -> None:
+        if not interval > 0:
+            raise ValueError(f"the wait report interval must be positive, got {interval!r}")
+        self._channel = channel
+        self._table = table
+        self._interval = interval
+        self._waiting = waiting
+        self._progress = progress
+        self._seen = progress()
+        self._quiet = 0  # Ticks in a row with someone waiting and no sample.
+        self._report: asyncio.Task[None] | None = None
+        self._loop = asyncio.get_running_loop()
+        self._timer = self._loop.call_later(interval, self._tick)
+
+    def _tick(self) -> None:
+        progress = self._progress()
+        if progress != self._seen or not self._waiting():
+            self._seen = progress
+            self._quiet = 0
+        else:
+            self._quiet += 1
+            if self._report is None or self._report.done():
+                self._report = self._loop.create_task(self._log(self._quiet * self._interval))
+        self._timer = self._loop.call_later(self._interval, self._tick)
+
+    async def _log(self, waited: float) -> None:
+        reason = await _ask_wait(self._channel, self._table, min(self._interval, 10.0))
+        _logger.info("sampling has waited %.0f s: %s", waited, reason)
+
+    def close(self) -> None:
+        self._timer.cancel()
+        if self._report is not None:
+            self._report.cancel()
+
+
+class _Reading:
+    """Whether a stream waits for a response now, and how many it got."""
+
+    __slots__ = ("responses", "waiting")
+
+    def __init__(self) -> None:
+        self.waiting = False
+        self.responses = 0
+
+
 async def sample_stream(
     channel: grpc.aio.Channel,
     table: str,
     num_samples: int,
     rate_limiter_timeout_ms: int | None = None,
+    wait_report_s: float | None = DEFAULT_WAIT_REPORT_S,
 ) -> AsyncIterator[tuple[SampleInfo, list[np.ndarray]]]:
     """Yields ``(info, columns)`` for ``num_samples`` samples of ``table``.
+
+    Every ``wait_report_s`` seconds that it waits for a sample it logs what the table's
+    rate limiter waits for (:class:`WaitReporter`); None: never.
 
     Raises:
       InvalidArgumentError: ``num_samples < 1``.
@@ -204,10 +315,19 @@ async def sample_stream(
     )()
     assembler = SampleAssembler()
     produced = 0
+    reading = _Reading()
+    reporter = None
+    if wait_report_s is not None:
+        reporter = WaitReporter(
+            channel, table, wait_report_s, lambda: reading.waiting, lambda: reading.responses
+        )
     try:
         await write_or_raise(channel, call, request)
         while produced < num_samples:
+            reading.waiting = True
             response = await call.read()
+            reading.waiting = False
+            reading.responses += 1
             if response is grpc.aio.EOF:
                 code = await call.code()
                 raise errors.UnavailableError(
@@ -226,6 +346,8 @@ async def sample_stream(
         # The call already ended (e.g. the server went away): report its status.
         raise error_for_status(await call.code(), await call.details() or "") from None
     finally:
+        if reporter is not None:
+            reporter.close()
         call.cancel()
 
 
@@ -235,8 +357,10 @@ async def spread_sample_stream(
     num_samples: int,
     rate_limiter_timeout_ms: int | None,
     shards: int,
+    wait_report_s: float | None = DEFAULT_WAIT_REPORT_S,
 ) -> AsyncIterator[tuple[SampleInfo, list[np.ndarray]]]:
-    """:func:`sample_stream` over a target of ``shards`` servers.
+    """:func:`sample_stream` over a target of ``shards`` servers (each stream logs its
+    waits every ``wait_report_s`` seconds).
 
     One server (``shards == 1``): one stream, as Reverb. Several: a server that cannot
     serve within its share of the timeout (``rate_limiter_timeout_ms / shards``, at
@@ -252,7 +376,9 @@ async def spread_sample_stream(
         row ended without a sample).
     """
     if shards <= 1:
-        async for sample in sample_stream(channel, table, num_samples, rate_limiter_timeout_ms):
+        async for sample in sample_stream(
+            channel, table, num_samples, rate_limiter_timeout_ms, wait_report_s
+        ):
             yield sample
         return
     timed = rate_limiter_timeout_ms is not None and rate_limiter_timeout_ms >= 0
@@ -272,7 +398,7 @@ async def spread_sample_stream(
             attempt_ms = max(1, min(share_ms, left_ms))
         served = 0
         try:
-            async for sample in sample_stream(channel, table, remaining, attempt_ms):
+            async for sample in sample_stream(channel, table, remaining, attempt_ms, wait_report_s):
                 served += 1
                 remaining -= 1
                 yield sample
