@@ -191,7 +191,8 @@ class DefaultCheckpointer(CheckpointerBase):
             self._last_ns = ns
             _layout.prune(root, name, self.keep)
         final = os.path.join(root, name)
-        _logger.info(
+        # DEBUG: a server logs its own line per checkpoint (with why and who asked).
+        _logger.debug(
             "Wrote checkpoint %s: %d tables, %d items, %d chunks, %.1f MB in %.2f s.",
             final,
             len(snapshots),

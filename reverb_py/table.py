@@ -35,7 +35,7 @@ import operator
 import random
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from reverb_py import _gc, _impl, errors, item_selectors, rate_limiters
 from reverb_py._proto import checkpoint_pb2, schema_pb2
@@ -44,6 +44,7 @@ from reverb_py.reverb_types import SpecNest, TableInfo
 
 __all__ = [
     "Item",
+    "RateLimiterStatus",
     "SampledItem",
     "Table",
     "TableExtensionBase",
@@ -207,6 +208,34 @@ class TableObserver(Protocol):
 
     def resetting(self, table: Table) -> None:
         """``table`` is about to be reset: its rate limiter's counters go back to 0."""
+
+
+class RateLimiterStatus(NamedTuple):
+    """A table's rate limiter now: its settings, counters and waiting callers (what the
+    server's metrics and status page show; see :meth:`Table.rate_limiter_status`)."""
+
+    samples_per_insert: float
+    min_size_to_sample: int
+    min_diff: float
+    max_diff: float
+    inserts: int
+    samples: int
+    deletes: int
+    #: ``inserts * samples_per_insert - samples``, Reverb's "diff": an insert may proceed
+    #: while it stays <= ``max_diff`` after the insert, a sample while it stays >=
+    #: ``min_diff`` after the sample (and the table holds ``min_size_to_sample``).
+    cursor: float
+    can_insert: bool
+    can_sample: bool
+    waiting_inserts: int
+    waiting_samples: int
+    #: How long inserts (samples) have been waiting without a break, in seconds; 0 when
+    #: none waits.
+    inserts_blocked_for: float
+    samples_blocked_for: float
+    #: Seconds inserts (samples) waited in all, as Reverb's ``TableWorkerTime``.
+    inserts_blocked_total: float
+    samples_blocked_total: float
 
 
 class _Waiter:
@@ -591,6 +620,35 @@ class Table:
     def info(self) -> TableInfo:
         """A snapshot of the settings and counters (:class:`reverb_py.reverb_types.TableInfo`)."""
         return TableInfo.from_proto(self.info_proto())
+
+    def rate_limiter_status(self) -> RateLimiterStatus:
+        """The rate limiter's settings, counters and waiting callers now (read on the
+        table's loop)."""
+        limiter = self._limiter
+        now = time.perf_counter_ns()
+        inserts_for = now - self._inserts_blocked_since if self._inserts_blocked_since else 0
+        samples_for = now - self._samples_blocked_since if self._samples_blocked_since else 0
+        inserts = limiter.inserts
+        samples = limiter.samples
+        spi = limiter.samples_per_insert
+        return RateLimiterStatus(
+            samples_per_insert=spi,
+            min_size_to_sample=limiter.min_size_to_sample,
+            min_diff=limiter.min_diff,
+            max_diff=limiter.max_diff,
+            inserts=inserts,
+            samples=samples,
+            deletes=limiter.deletes,
+            cursor=float(inserts) * spi - float(samples),
+            can_insert=bool(limiter.can_insert(1)),
+            can_sample=bool(limiter.can_sample(1)),
+            waiting_inserts=len(self._insert_waiters),
+            waiting_samples=len(self._sample_waiters),
+            inserts_blocked_for=inserts_for / 1e9,
+            samples_blocked_for=samples_for / 1e9,
+            inserts_blocked_total=(self._inserts_blocked_ns + inserts_for) / 1e9,
+            samples_blocked_total=(self._samples_blocked_ns + samples_for) / 1e9,
+        )
 
     def rate_limiter_counters(self) -> tuple[int, int, int]:
         """The limiter's ``(inserts, samples, deletes)`` counters."""

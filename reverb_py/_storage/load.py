@@ -152,7 +152,8 @@ def load_checkpoint(
         items.add(batch, layout.ITEMS_FILE, first_index)
         first_index += len(batch)
     progress.finish()
-    _logger.info(
+    # DEBUG: a server logs its own line per checkpoint loaded.
+    _logger.debug(
         "Loaded checkpoint %s: %d tables, %d items, %d chunks, %.1f MB in %.2f s.",
         directory,
         len(tables),

@@ -158,10 +158,11 @@ def _refusal(handler: _Handler, reason: str) -> _Handler:
 class TokenInterceptor(grpc.aio.ServerInterceptor):
     """Refuses every call without ``authorization: Bearer <token>`` (UNAUTHENTICATED).
 
-    ``on_refused`` (if given) is called for each refused call (the server's metrics).
+    ``on_refused`` (if given) is called with the method of each refused call (the
+    server's metrics).
     """
 
-    def __init__(self, token: str, on_refused: Callable[[], None] | None = None) -> None:
+    def __init__(self, token: str, on_refused: Callable[[str], None] | None = None) -> None:
         self._expected = f"Bearer {_secrets.check_token(token, 'token')}".encode("ascii")
         self._on_refused = on_refused
 
@@ -182,16 +183,20 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
             if key == "authorization"
         ]
         if not given:
-            return self._refuse(handler, "missing bearer token (authorization metadata)")
+            return self._refuse(
+                handler,
+                handler_call_details.method,
+                "missing bearer token (authorization metadata)",
+            )
         value = given[0]
         offered = value.encode("utf-8", "replace") if isinstance(value, str) else bytes(value)
         if len(given) != 1 or not hmac.compare_digest(offered, self._expected):
-            return self._refuse(handler, "invalid bearer token")
+            return self._refuse(handler, handler_call_details.method, "invalid bearer token")
         return handler
 
-    def _refuse(self, handler: _Handler, reason: str) -> _Handler:
+    def _refuse(self, handler: _Handler, method: str, reason: str) -> _Handler:
         if self._on_refused is not None:
-            self._on_refused()
+            self._on_refused(method)
         return _refusal(handler, reason)
 
 

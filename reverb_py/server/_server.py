@@ -153,7 +153,9 @@ class Server:
       metrics_port: Serve Prometheus metrics over HTTP at ``/metrics`` on this port, on
         the same interface as the server: 0 picks a free one (see
         :attr:`metrics_port`); None (the default): no metrics, nothing listens. The
-        metrics are read-only and need no token.
+        metrics and the status page at ``/`` are read-only; with a token they need it
+        too (``Authorization: Bearer <token>``, or basic authentication with the token as
+        the password), others get 401.
 
     A server that is never stopped is stopped when the interpreter exits.
 
@@ -218,7 +220,12 @@ class Server:
         self._metrics: ServerMetrics | None = None
         self._metrics_http: MetricsHTTPServer | None = None
         if metrics_port is not None:
-            self._metrics = ServerMetrics(self._tables, self._run_on_loop)
+            self._metrics = ServerMetrics(
+                self._tables,
+                self._run_on_loop,
+                token=self._token is not None,
+                tls="off" if tls is None else "mutual" if tls.mutual else "on",
+            )
         try:
             self._port = self._loop_thread.run(self._start(host, port))
         except BaseException:
@@ -227,7 +234,9 @@ class Server:
             raise
         if self._metrics is not None and metrics_port is not None:
             try:
-                self._metrics_http = MetricsHTTPServer(self._metrics.registry, host, metrics_port)
+                self._metrics_http = MetricsHTTPServer(
+                    self._metrics.registry, host, metrics_port, self._token
+                )
             except BaseException:
                 self._stopped.set()
                 try:
@@ -287,12 +296,7 @@ class Server:
         return self._checkpointer
 
     async def _start(self, host: str, port: int, attempts: int = _FREE_PORT_ATTEMPTS) -> int:
-        on_refused = None
-        if self._metrics is not None:
-            metrics = self._metrics
-
-            def on_refused() -> None:
-                metrics.call_failed(grpc.StatusCode.UNAUTHENTICATED)
+        on_refused = None if self._metrics is None else self._metrics.call_refused
 
         interceptors = (
             [] if self._token is None else [_auth.TokenInterceptor(self._token, on_refused)]
@@ -376,7 +380,12 @@ class Server:
         Returns:
           The path of the checkpoint directory. Serving goes on while it is written.
         """
-        path: str = self._loop_thread.run(self._servicer.checkpoint())
+        return self._checkpoint(None)
+
+    def _checkpoint(self, kind: str | None) -> str:
+        """:meth:`checkpoint`, its log line led by ``kind`` (the daemon's ``periodic``,
+        ``shutdown``)."""
+        path: str = self._loop_thread.run(self._servicer.checkpoint(kind))
         return path
 
     def stop(self, grace: float | None = None) -> None:

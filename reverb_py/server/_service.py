@@ -28,7 +28,13 @@ from reverb_py._proto import EXTENSION_SERVICE, SERVICE, reverb_service_pb2, sch
 from reverb_py._status import status_for_error
 from reverb_py.server._chunks import Chunk, LiveChunks, chunks_of_item, parse_chunk
 from reverb_py.server._limits import ServerLimits, describe_bytes
-from reverb_py.server._logs import log_call_error, log_checkpoint
+from reverb_py.server._logs import (
+    directory_bytes,
+    log_call_error,
+    log_checkpoint,
+    log_checkpoint_failed,
+    peer_of,
+)
 from reverb_py.server._replies import parse_insert_request, sample_responses
 from reverb_py.table import Item, Table
 
@@ -83,8 +89,8 @@ class ReverbServicer:
             "MutatePrioritiesStream": 0,
         }
         self.held_chunk_bytes = 0
-        # The server's metrics, when it has them (failed calls and checkpoints are
-        # counted as they happen).
+        # The server's metrics, when it has them (calls and checkpoints are counted as
+        # they happen; set before handlers() is asked).
         self.metrics: ServerMetrics | None = None
         # How the server names itself to clients (``host:port``, set once bound): sent
         # with every ServerInfo reply, so a client of several servers knows which one
@@ -159,6 +165,12 @@ class ReverbServicer:
                 response_serializer=identity,
             ),
         }
+        metrics = self.metrics
+        if metrics is not None:
+            methods = {name: metrics.timed(name, handler) for name, handler in methods.items()}
+            extensions = {
+                name: metrics.timed(name, handler) for name, handler in extensions.items()
+            }
         return (
             grpc.method_handlers_generic_handler(SERVICE, methods),
             grpc.method_handlers_generic_handler(EXTENSION_SERVICE, extensions),
@@ -174,10 +186,8 @@ class ReverbServicer:
     def call_failed(
         self, context: grpc.aio.ServicerContext[Any, Any], code: grpc.StatusCode, message: str
     ) -> None:
-        """Logs (and counts, with metrics) a call about to end with ``code``."""
+        """Logs a call about to end with ``code`` (the metrics count it as it ends)."""
         log_call_error(context, code, message)
-        if self.metrics is not None:
-            self.metrics.call_failed(code)
 
     def live_chunk_bytes(self) -> int:
         """The bytes of every chunk the server holds (tables, insert streams), each once.
@@ -295,34 +305,39 @@ class ReverbServicer:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "This server has no checkpointer configured."
             )
+        # checkpoint() logs a failure: the call ends without a second line.
         try:
-            path = await self.checkpoint()
+            path = await self.checkpoint(peer=peer_of(context))
         except errors.ReverbError as error:
-            await self._abort(context, error)
+            await context.abort(status_for_error(error), str(error))
         except (OSError, ValueError) as error:
-            self.call_failed(context, grpc.StatusCode.INTERNAL, f"Checkpoint failed: {error}")
             await context.abort(grpc.StatusCode.INTERNAL, f"Checkpoint failed: {error}")
         return reverb_service_pb2.CheckpointResponse(checkpoint_path=path)
 
-    async def checkpoint(self) -> str:
+    async def checkpoint(self, kind: str | None = None, peer: str | None = None) -> str:
         """Snapshots every table on the loop, then writes the files in a worker thread.
 
         The snapshot is taken in one go on the event loop (chunk bytes never change, so
         they need no copy); inserts and samples continue while the files are written.
-        One checkpoint is written at a time.
+        One checkpoint is written at a time. Logs one line, written or failed, with its
+        ``kind`` (the daemon's ``periodic`` or ``shutdown``) or the ``peer`` that asked.
         """
         async with self._checkpoint_lock:
             started = time.monotonic()
-            snapshots = [table.snapshot() for table in self._tables.values()]
-            items = sum(len(table) for table in self._tables.values())
             loop = asyncio.get_running_loop()
-            path: str = await loop.run_in_executor(None, self._checkpointer.save, snapshots)
-            seconds = time.monotonic() - started
-            log_checkpoint("written to", path, seconds, len(snapshots), items)
-            if self.metrics is not None:
-                from reverb_py.server._metrics import directory_bytes
-
+            try:
+                snapshots = [table.snapshot() for table in self._tables.values()]
+                items = sum(len(table) for table in self._tables.values())
+                path: str = await loop.run_in_executor(None, self._checkpointer.save, snapshots)
                 size = await loop.run_in_executor(None, directory_bytes, path)
+            except Exception as error:
+                log_checkpoint_failed(time.monotonic() - started, error, kind, peer)
+                if self.metrics is not None:
+                    self.metrics.checkpoint_failed()
+                raise
+            seconds = time.monotonic() - started
+            log_checkpoint("written to", path, seconds, len(snapshots), items, size, kind, peer)
+            if self.metrics is not None:
                 self.metrics.checkpoint_written(seconds, size, items)
             return path
 
@@ -502,10 +517,7 @@ class _InsertStream:
                 # cancelled in the middle of a write would leave the call without a status.
                 await self._stop_writer(writer)
         if failure is not None:
-            code = status_for_error(failure)
-            if self._servicer.metrics is not None:
-                self._servicer.metrics.call_failed(code)
-            await self._context.abort(code, str(failure))
+            await self._context.abort(status_for_error(failure), str(failure))
 
     @staticmethod
     async def _stop_writer(writer: asyncio.Future[None]) -> None:

@@ -1,8 +1,11 @@
-"""What the server logs: client errors by level, checkpoints with durations, the
-daemon's ``--log-level`` / ``log_level``; gRPC's own INFO lines are not printed."""
+"""What the server logs: client errors by level, one line per checkpoint event, the
+daemon's ``--log-level`` / ``log_level`` and ``log_format`` (text naming the logger and
+the process, or JSON); gRPC's own INFO lines are not printed."""
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import os
 import pathlib
@@ -17,7 +20,7 @@ import pytest
 import reverb_py
 from reverb_py import checkpointers, errors, rate_limiters, selectors
 from reverb_py.errors import ConfigError
-from reverb_py.server import Server, Table, _daemon
+from reverb_py.server import Server, Table, _daemon, _logs, configure_logging
 
 ROOT = pathlib.Path(__file__).parents[2]
 
@@ -98,29 +101,118 @@ def test_client_errors_are_logged_with_the_peer_at_their_level(
     assert timeout.levelno == logging.DEBUG
 
 
-def test_checkpoints_are_logged_with_their_durations(
+class FailingOnceCheckpointer(checkpointers.DefaultCheckpointer):
+    """Its first save fails as a full disk would."""
+
+    failed = False
+
+    def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if not self.failed:
+            self.failed = True
+            raise OSError(28, "No space left on device")
+        return super().save(*args, **kwargs)
+
+
+def test_each_checkpoint_event_is_one_line_with_duration_and_size(
     tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="reverb_py")
-    checkpointer = checkpointers.DefaultCheckpointer(str(tmp_path))
+    caplog.set_level(logging.INFO)
+    checkpointer = FailingOnceCheckpointer(str(tmp_path))
     with Server([table()], port=0, checkpointer=checkpointer) as server:
         client = server.localhost_client()
         client.insert(np.zeros(2), {"t": 1.0})
         client.insert(np.ones(2), {"t": 1.0})
+        caplog.clear()
+        with pytest.raises(errors.ReverbError, match="No space left"):
+            client.checkpoint()
+        failed = [(r.levelno, r.getMessage()) for r in caplog.records]
+        caplog.clear()
         path = client.checkpoint()
-    written = [r.getMessage() for r in caplog.records if "checkpoint written to" in r.getMessage()]
+        asked = [r.getMessage() for r in caplog.records]
+        caplog.clear()
+        second = server.checkpoint()
+        direct = [r.getMessage() for r in caplog.records]
+    size = _logs.directory_bytes(path) / 1e6
+    [(level, message)] = failed
+    assert level == logging.ERROR
     assert re.fullmatch(
-        rf"checkpoint written to {re.escape(path)} in \d+\.\d{{3}} s \(1 tables, 2 items\)",
-        written[0],
-    )
+        r"checkpoint failed after \d+\.\d{3} s \(asked by ipv[46]:\S+\): "
+        r".*No space left on device",
+        message,
+    ), message
+    assert len(asked) == 1, asked
+    assert re.fullmatch(
+        rf"checkpoint written to {re.escape(path)} in \d+\.\d{{3}} s "
+        rf"\(1 tables, 2 items, {size:.1f} MB; asked by ipv[46]:\S+\)",
+        asked[0],
+    ), asked
+    assert direct == [direct[0]] and direct[0].startswith(f"checkpoint written to {second} in ")
     caplog.clear()
     with Server([table()], port=0, checkpointer=checkpointer):
         pass
     loaded = [r.getMessage() for r in caplog.records if "checkpoint loaded from" in r.getMessage()]
     assert re.fullmatch(
-        rf"checkpoint loaded from {re.escape(path)} in \d+\.\d{{3}} s \(1 tables, 2 items\)",
+        rf"checkpoint loaded from {re.escape(second)} in \d+\.\d{{3}} s \(1 tables, 2 items\)",
         loaded[0],
     )
+    assert not [r for r in caplog.records if r.getMessage().startswith("Loaded checkpoint")]
+
+
+@pytest.fixture
+def restore_logging():  # type: ignore[no-untyped-def]
+    """Puts the process's logging back as it was after a test configures it."""
+    root = logging.getLogger()
+    ours = logging.getLogger("reverb_py")
+    handlers, level, our_level = list(root.handlers), root.level, ours.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+    root.setLevel(level)
+    ours.setLevel(our_level)
+
+
+def test_text_lines_name_the_logger_and_the_process(restore_logging) -> None:
+    stream = io.StringIO()
+    configure_logging("debug", stream=stream)
+    configure_logging(logging.DEBUG, "text", stream=stream)  # replaces, does not add
+    logging.getLogger("reverb_py").debug("hello %s", "there")
+    logging.getLogger("grpc").debug("not shown: DEBUG is reverb_py's own")
+    logging.getLogger("other").warning("shown")
+    lines = stream.getvalue().splitlines()
+    pid = os.getpid()
+    assert len(lines) == 2, lines
+    assert re.fullmatch(
+        rf"\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d,\d{{3}} DEBUG reverb_py\[{pid}\] hello there",
+        lines[0],
+    ), lines
+    assert lines[1].endswith(f" WARNING other[{pid}] shown")
+
+
+def test_json_lines_are_one_object_each(restore_logging) -> None:
+    stream = io.StringIO()
+    configure_logging(logging.INFO, "json", stream=stream)
+    logger = logging.getLogger("reverb_py.test")
+    logger.info("first\nsecond line %d", 2)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        logger.exception("failed")
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    first, second = (json.loads(line) for line in lines)
+    assert first.keys() == {"time", "level", "logger", "pid", "message"}
+    assert first["message"] == "first\nsecond line 2" and first["level"] == "INFO"
+    assert first["logger"] == "reverb_py.test" and first["pid"] == os.getpid()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", first["time"])
+    assert second["level"] == "ERROR" and "ValueError: boom" in second["exception"]
+
+
+def test_bad_logging_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="log_format: one of text, json, got 'xml'"):
+        configure_logging(logging.INFO, "xml")
+    with pytest.raises(ValueError, match="level"):
+        configure_logging("loud")
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -20,17 +21,20 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from reverb_py import errors, rate_limiters, selectors
-from reverb_py.server import Server, Table, _metrics
+from reverb_py.server import Server, Table, _logs, _metrics
 from reverb_py.server._service import ReverbServicer
 from reverb_py.table import Item
 from tests.integration.test_daemon import kill, read_address, start
 
 
 def scrape(
-    port: int, path: str = "/metrics"
+    port: int, path: str = "/metrics", token: str | None = None
 ) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of ``/metrics``: ``(name, sorted labels) -> value``."""
-    with urllib.request.urlopen(f"http://localhost:{port}{path}", timeout=30) as response:
+    request = urllib.request.Request(f"http://localhost:{port}{path}")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=30) as response:
         text = response.read().decode()
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
@@ -125,11 +129,12 @@ def test_a_known_sequence_of_operations_gives_exact_values(tmp_path) -> None:
     assert value(samples, "reverb_py_table_sample_wait_seconds_count", **empty_label) == 1
     assert value(samples, "reverb_py_table_sample_wait_seconds_sum", **empty_label) > 0
     assert value(samples, "reverb_py_table_sampled_item_age_seconds_count", **empty_label) == 0
-    assert value(samples, "reverb_py_rpc_errors_total", code="NOT_FOUND") == 1
-    assert value(samples, "reverb_py_rpc_errors_total", code="DEADLINE_EXCEEDED") == 1
+    stream = {"method": "SampleStream"}
+    assert value(samples, "reverb_py_rpc_errors_total", code="NOT_FOUND", **stream) == 1
+    assert value(samples, "reverb_py_rpc_errors_total", code="DEADLINE_EXCEEDED", **stream) == 1
     assert value(samples, "reverb_py_checkpoint_duration_seconds_count") == 1
     assert value(samples, "reverb_py_checkpoint_items") == 1
-    assert value(samples, "reverb_py_checkpoint_size_bytes") == _metrics.directory_bytes(path) > 0
+    assert value(samples, "reverb_py_checkpoint_size_bytes") == _logs.directory_bytes(path) > 0
 
 
 def test_counters_never_go_down_when_a_table_is_reset() -> None:
@@ -210,8 +215,9 @@ def test_calls_refused_for_their_token_are_counted() -> None:
         with pytest.raises(errors.UnauthenticatedError):
             Client(server.address, token="wrong").server_info()
         server.localhost_client().server_info()
-        samples = scrape(server.metrics_port)
-    assert value(samples, "reverb_py_rpc_errors_total", code="UNAUTHENTICATED") == 1
+        samples = scrape(server.metrics_port, token="secret")
+    unauthenticated = {"method": "ServerInfo", "code": "UNAUTHENTICATED"}
+    assert value(samples, "reverb_py_rpc_errors_total", **unauthenticated) == 1
 
 
 def test_other_paths_are_not_found() -> None:
@@ -292,3 +298,215 @@ def test_the_daemon_checks_its_metrics_port(tmp_path, text, expected) -> None:
     assert result.returncode == expected, result.stderr
     if expected:
         assert "config.metrics_port" in result.stderr
+
+
+def wait_for(condition: Any, what: str, timeout: float = 30.0) -> Any:
+    """Polls ``condition()`` until it returns something true (then that), at most
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        threading.Event().wait(0.02)
+
+
+def test_process_platform_and_build_series_are_on_the_servers_registry() -> None:
+    import reverb_py
+    from reverb_py import _impl
+
+    before = time.time()
+    with Server([fifo_table()], port=0, metrics_port=0) as server:
+        samples = scrape(server.metrics_port)
+    assert value(samples, "process_resident_memory_bytes") > 0
+    assert value(samples, "process_cpu_seconds_total") > 0
+    assert value(samples, "process_start_time_seconds") <= time.time()
+    assert any(name == "python_info" for name, _ in samples)
+    build = {"version": reverb_py.__version__, "implementation": _impl.IMPLEMENTATION}
+    assert value(samples, "reverb_py_build_info", **build) == 1
+    assert before - 1 <= value(samples, "reverb_py_server_start_time_seconds") <= time.time()
+    assert value(samples, "reverb_py_server_auth_info", token="none", tls="off") == 1
+
+
+def test_calls_are_counted_and_timed_by_method_and_failures_by_status() -> None:
+    with Server([fifo_table()], port=0, metrics_port=0) as server:
+        client = server.localhost_client()
+        first = scrape(server.metrics_port)
+        for _ in range(3):
+            client.server_info()
+        client.mutate_priorities("t", updates={1: 2.0})
+        with pytest.raises(errors.NotFoundError):
+            client.reset("missing")
+        client.reset("t")
+        samples = scrape(server.metrics_port)
+
+    def calls(scraped: dict[Any, float], method: str) -> float:
+        return value(scraped, "reverb_py_rpc_calls_total", method=method)
+
+    assert calls(samples, "ServerInfo") - calls(first, "ServerInfo") == 3
+    # The client sends priorities on its mutation stream (or the unary call).
+    assert calls(samples, "MutatePriorities") + calls(samples, "MutatePrioritiesStream") == 1
+    assert calls(samples, "Reset") == 2
+    # Every method's series exists from the start.
+    assert calls(first, "Checkpoint") == 0 and calls(first, "MutatePrioritiesStream") == 0
+    assert value(samples, "reverb_py_rpc_errors_total", method="Reset", code="NOT_FOUND") == 1
+    assert not any(
+        name == "reverb_py_rpc_errors_total" and dict(labels)["method"] != "Reset"
+        for name, labels in samples
+    )
+    # Each finished call is timed; buckets are cumulative.
+    for method, count in (("Reset", 2), ("ServerInfo", calls(samples, "ServerInfo"))):
+        timed = {"method": method}
+        assert value(samples, "reverb_py_rpc_duration_seconds_count", **timed) == count
+        assert value(samples, "reverb_py_rpc_duration_seconds_bucket", le="+Inf", **timed) == count
+        assert 0 < value(samples, "reverb_py_rpc_duration_seconds_sum", **timed) < 30
+    buckets = sorted(
+        (float(dict(labels)["le"]), count)
+        for (name, labels), count in samples.items()
+        if name == "reverb_py_rpc_duration_seconds_bucket" and ("method", "Reset") in labels
+    )
+    assert [count for _, count in buckets] == sorted(count for _, count in buckets)
+
+
+def test_a_table_blocked_on_min_size_shows_the_blocked_side_and_the_waiting_calls() -> None:
+    table = Table("m", selectors.Fifo(), selectors.Fifo(), 10, rate_limiters.MinSize(3))
+    with Server([table], port=0, metrics_port=0) as server:
+        client = server.localhost_client()
+        client.insert(np.float32(0), {"m": 1.0})
+        idle = scrape(server.metrics_port)
+        results: list[int] = []
+
+        def sample() -> None:
+            results.append(len(list(client.sample("m", 1, rate_limiter_timeout_ms=60_000))))
+
+        samplers = [threading.Thread(target=sample) for _ in range(2)]
+        for sampler in samplers:
+            sampler.start()
+        try:
+            m = {"table": "m"}
+
+            def both_waiting() -> Any:
+                scraped = scrape(server.metrics_port)
+                waiting = value(scraped, "reverb_py_table_waiting_sample_requests", **m)
+                return scraped if waiting == 2 else None
+
+            blocked = wait_for(both_waiting, "two waiting sample requests")
+        finally:
+            for step in (1, 2):
+                client.insert(np.float32(step), {"m": 1.0})
+            for sampler in samplers:
+                sampler.join(timeout=60)
+        after = scrape(server.metrics_port)
+    assert results == [1, 1]
+    sample, insert = {"table": "m", "side": "sample"}, {"table": "m", "side": "insert"}
+    # Before the sample requests: nobody waits, but the limiter would hold a sample.
+    assert value(idle, "reverb_py_table_rate_limiter_blocked", **sample) == 0
+    assert value(idle, "reverb_py_table_rate_limiter_allows", **sample) == 0
+    assert value(idle, "reverb_py_table_rate_limiter_allows", **insert) == 1
+    # Blocked: the sample side waits, with two calls, for some time; inserts flow.
+    assert value(blocked, "reverb_py_table_rate_limiter_blocked", **sample) == 1
+    assert value(blocked, "reverb_py_table_rate_limiter_blocked", **insert) == 0
+    assert value(blocked, "reverb_py_table_waiting_inserts", **m) == 0
+    assert value(blocked, "reverb_py_table_rate_limiter_blocked_for_seconds", **sample) > 0
+    assert value(blocked, "reverb_py_table_rate_limiter_blocked_for_seconds", **insert) == 0
+    assert value(blocked, "reverb_py_table_rate_limiter_min_size_to_sample", **m) == 3
+    assert value(blocked, "reverb_py_table_rate_limiter_cursor", **m) == 1  # 1 insert x 1.0
+    assert value(blocked, "reverb_py_table_rate_limiter_samples_per_insert", **m) == 1
+    assert value(blocked, "reverb_py_table_rate_limiter_min_diff", **m) < -1e300
+    assert value(blocked, "reverb_py_table_rate_limiter_max_diff", **m) > 1e300
+    # Released: nobody waits; the time waited is kept.
+    assert value(after, "reverb_py_table_rate_limiter_blocked", **sample) == 0
+    assert value(after, "reverb_py_table_waiting_sample_requests", **m) == 0
+    assert value(after, "reverb_py_table_rate_limiter_blocked_for_seconds", **sample) == 0
+    assert value(after, "reverb_py_table_rate_limiter_blocked_seconds_total", **sample) >= (
+        value(blocked, "reverb_py_table_rate_limiter_blocked_for_seconds", **sample)
+    )
+    assert value(after, "reverb_py_table_rate_limiter_cursor", **m) == 1  # 3 inserts - 2
+    assert value(after, "reverb_py_table_sample_wait_seconds_count", **m) == 2
+
+
+class FailingOnceCheckpointer:
+    """A checkpointer whose first save fails (a full disk), then saves as its inner one."""
+
+    def __init__(self, path: str) -> None:
+        from reverb_py.checkpointers import DefaultCheckpointer
+
+        self.inner = DefaultCheckpointer(path)
+        self.failed = False
+
+    def save(self, snapshots: Any, *args: Any) -> str:
+        if not self.failed:
+            self.failed = True
+            raise OSError(28, "No space left on device")
+        return str(self.inner.save(snapshots, *args))
+
+    def load_latest(self, *args: Any) -> Any:
+        return self.inner.load_latest(*args)
+
+
+def test_checkpoint_failures_and_the_last_success_are_exported(tmp_path) -> None:
+    checkpointer = FailingOnceCheckpointer(str(tmp_path))
+    with Server([fifo_table()], port=0, metrics_port=0, checkpointer=checkpointer) as server:
+        client = server.localhost_client()
+        client.insert(np.zeros(3, np.float32), {"t": 1.0})
+        with pytest.raises(errors.ReverbError, match="No space left"):
+            client.checkpoint()
+        failed = scrape(server.metrics_port)
+        before = time.time()
+        client.checkpoint()
+        written = scrape(server.metrics_port)
+    assert value(failed, "reverb_py_checkpoint_failures_total") == 1
+    assert not any(name.startswith("reverb_py_checkpoint_last_") for name, _ in failed)
+    assert value(failed, "reverb_py_rpc_errors_total", method="Checkpoint", code="INTERNAL") == 1
+    assert value(written, "reverb_py_checkpoint_failures_total") == 1
+    assert before <= value(written, "reverb_py_checkpoint_last_success_timestamp_seconds")
+    assert value(written, "reverb_py_checkpoint_last_success_timestamp_seconds") <= time.time()
+    assert 0 < value(written, "reverb_py_checkpoint_last_duration_seconds") < 60
+    assert value(written, "reverb_py_checkpoint_items") == 1
+
+
+def get_status(port: int, path: str, headers: dict[str, str]) -> tuple[int, Any, bytes]:
+    request = urllib.request.Request(f"http://localhost:{port}{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, error.headers, error.read()
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/", "/status.json", "/nothing"])
+def test_with_a_token_the_metrics_port_refuses_requests_without_it(path: str) -> None:
+    import base64
+
+    with Server([fifo_table()], port=0, metrics_port=0, token="s3cret") as server:
+        port = server.metrics_port
+        basic = base64.b64encode(b"prometheus:s3cret").decode()
+        wrong_basic = base64.b64encode(b"s3cret:wrong").decode()
+        answers = {
+            name: get_status(port, path, headers)
+            for name, headers in {
+                "none": {},
+                "wrong": {"Authorization": "Bearer s3cre"},
+                "other scheme": {"Authorization": "Token s3cret"},
+                "wrong basic": {"Authorization": f"Basic {wrong_basic}"},
+                "bad basic": {"Authorization": "Basic %%%"},
+                "bearer": {"Authorization": "Bearer s3cret"},
+                "basic": {"Authorization": f"Basic {basic}"},
+            }.items()
+        }
+    expected = 404 if path == "/nothing" else 200
+    for name in ("none", "wrong", "other scheme", "wrong basic", "bad basic"):
+        status, headers, body = answers[name]
+        assert status == 401, name
+        assert 'Bearer realm="reverb_py"' in headers.get_all("WWW-Authenticate")
+        assert b"s3cret" not in body and b"reverb_py_" not in body
+    for name in ("bearer", "basic"):
+        assert answers[name][0] == expected, name
+    if path == "/metrics":
+        text = answers["bearer"][2].decode()
+        families = {family.name for family in text_string_to_metric_families(text)}
+        assert "reverb_py_table_size" in families
+        assert b'reverb_py_server_auth_info{tls="off",token="required"} 1.0' in answers["bearer"][2]

@@ -58,7 +58,7 @@ def test_status_json_follows_the_tables(server) -> None:
 def test_the_page_is_served_at_the_root(server) -> None:
     status, kind, body = get(server, "/")
     assert status == 200 and kind.startswith("text/html")
-    assert b"<title>reverb_py status</title>" in body and b'fetch("status.json"' in body
+    assert b"<title>reverb_py status</title>" in body and b'new URL("status.json"' in body
     assert b"http" not in body.split(b"<script>")[1]  # no external resources
 
 
@@ -67,3 +67,45 @@ def test_other_paths_are_not_found(server) -> None:
         get(server, "/nothing")
     assert caught.value.code == 404
     caught.value.close()
+
+
+def test_status_json_has_the_server_the_calls_and_the_rate_limiters(server) -> None:
+    client = reverb.Client(f"localhost:{server.port}")
+    client.insert(np.float32(1), {"replay": 1.0})
+    list(client.sample("replay", 2))
+    _, _, body = get(server, "/status.json")
+    status = json.loads(body)
+    assert status["server"]["build_info"] == {
+        "version": reverb.__version__,
+        "implementation": reverb._impl.IMPLEMENTATION,
+    }
+    assert status["server"]["server_auth_info"] == {"token": "none", "tls": "off"}
+    assert status["server"]["process_resident_memory_bytes"] > 0
+    assert status["server"]["checkpoint_failures"] == 0
+    assert status["rpc"]["SampleStream"]["calls"] == 1
+    assert status["rpc"]["SampleStream"]["duration_seconds_count"] == 1
+    replay = status["tables"]["replay"]
+    assert replay["rate_limiter_min_size_to_sample"] == 1
+    assert replay["rate_limiter_cursor"] == 1 - 2
+    assert replay["rate_limiter_blocked_sample"] == 0
+    assert replay["rate_limiter_allows_insert"] == 1
+    assert replay["sampled_item_age_seconds_count"] == 2
+    assert replay["sampled_item_age_seconds_bucket"][-1] == ["+Inf", 2]
+
+
+def test_infinite_values_travel_as_strings_json_can_carry() -> None:
+    from prometheus_client.core import GaugeMetricFamily
+
+    from reverb_py.server._status_page import status_json
+
+    family = GaugeMetricFamily("reverb_py_table_x", "x", labels=("table", "side"))
+    family.add_metric(["t", "insert"], float("inf"))
+    family.add_metric(["t", "sample"], float("-inf"))
+    other = GaugeMetricFamily("reverb_py_table_y", "y", labels=("table",))
+    other.add_metric(["t"], float("nan"))
+
+    def strict(constant: str) -> None:
+        raise AssertionError(f"not JSON: {constant}")
+
+    status = json.loads(status_json([family, other]), parse_constant=strict)
+    assert status["tables"]["t"] == {"x_insert": "+Inf", "x_sample": "-Inf", "y": None}

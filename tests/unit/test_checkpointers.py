@@ -905,7 +905,7 @@ async def test_progress_callback_and_log_lines(
         await table.insert(make_item(key, 1.0, make_chunk(key + 1, 0)))
     calls: list[tuple[int, int]] = []
     checkpointer = DefaultCheckpointer(tmp_path)
-    with caplog.at_level(logging.INFO, logger="reverb_py"):
+    with caplog.at_level(logging.DEBUG, logger="reverb_py"):
         checkpointer.save([table.snapshot()], lambda b, i: calls.append((b, i)))
     assert len(calls) >= 3
     assert calls == sorted(calls)
@@ -916,7 +916,7 @@ async def test_progress_callback_and_log_lines(
 
     calls.clear()
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="reverb_py"):
+    with caplog.at_level(logging.DEBUG, logger="reverb_py"):
         loaded = checkpointer.load_latest(parse_chunk, lambda b, i: calls.append((b, i)))
     assert loaded is not None
     assert calls[-1][1] == 2500
