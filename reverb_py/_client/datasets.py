@@ -5,8 +5,9 @@ the blocking clients' loop thread (:func:`reverb_py._client.channel.shared_loop_
 A worker asks for ``max_in_flight_samples_per_worker`` samples per request once that many
 places are free in the sampler's bounded buffer, decodes every sample as its last entry
 arrives (on the loop thread, never on the consumer's) and re-opens its stream after
-``max_samples_per_stream`` samples. The consumer takes whole blocks of samples at a time
-(:meth:`Sampler.take`); :func:`trajectories` and :func:`timesteps` turn them into
+``max_samples_per_stream`` samples. The consumer takes every sample buffered at a time
+(:meth:`Sampler.take`), each handed on once it is complete: a block being filled goes to
+a consumer that waits, as it is; :func:`trajectories` and :func:`timesteps` turn them into
 :class:`~reverb_py.replay_sample.ReplaySample` values, one per sample (or time step) or
 one per batch, the batch's arrays stacked once per batch.
 
@@ -222,8 +223,10 @@ class Sampler:
         ``REVERB_PY_TOKEN`` / ``REVERB_PY_TOKEN_FILE`` if set (as a client's).
       batch: plain samples come in :class:`Block` s of up to this many, written
         straight into their arrays by the compiled ``sample_wire.BatchFiller`` (a
-        block is handed out when full, before a sample that cannot join it, or when
-        its stream ends); None, or the pure implementation: one :data:`Sample` each.
+        block is handed out when full, before a sample that cannot join it, when its
+        stream ends, and, with the rows it has, whenever the consumer waits: no sample
+        that has arrived waits for later ones); None, or the pure implementation: one
+        :data:`Sample` each.
     """
 
     def __init__(
@@ -259,6 +262,13 @@ class Sampler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._space: asyncio.Event | None = None
         self._space_wanted = False
+        # The blocks the streams are filling (loop thread), the samples they hold, and
+        # whether the consumer asked for them (a callback on the loop is pending).
+        self._fillings: list[_Filling] = []
+        self._held = 0
+        self._cut_asked = False
+        # How many held samples a waiting consumer needs before they are handed on.
+        self._needed = 1
         # The rate-limiter timeout each stream asks for (a share of it with several
         # servers, set when the streams start).
         self._request_timeout_ms = options.rate_limiter_timeout_ms
@@ -269,8 +279,13 @@ class Sampler:
 
     # ------------------------------------------------------------ consumer side
 
-    def take(self, limit: int | None = None) -> list[Piece]:
+    def take(self, limit: int | None = None, *, needed: int = 1) -> list[Piece]:
         """Up to ``limit`` samples (all that are buffered when None), waiting for one.
+
+        While it waits, samples held in blocks being filled (``batch``) are handed on
+        as they are once ``needed`` of them have arrived: the samples the consumer
+        cannot do without (a batch waits for its last sample: a block completes with
+        it, unless the batch's samples came on several streams).
 
         Returns:
           Samples and blocks of samples (``batch``) holding at least one sample and at
@@ -299,6 +314,14 @@ class Sampler:
                             f"The sampler of table '{self._table}' failed: {future.exception()!r}"
                         )
                     return []
+                self._needed = needed
+                if self._held >= needed and not self._cut_asked and self._loop is not None:
+                    # Samples wait in blocks being filled: handed on as they are.
+                    self._cut_asked = True
+                    try:
+                        self._loop.call_soon_threadsafe(self._cut_held)
+                    except RuntimeError:  # The loop has closed (interpreter exit).
+                        pass
                 self._waiting += 1
                 try:
                     self._ready.wait(1.0)
@@ -494,11 +517,10 @@ class Sampler:
             response_deserializer=identity,  # Read by SampleAssembler.add_bytes.
         )()
         assembler = SampleAssembler(copy=self._copy)
-        filler = None
+        filling = None
         if self._batch is not None:
-            # The stream's first block completes the consumer's batch the last stream
-            # left unfinished, so that later blocks are whole batches.
-            filler = _new_filler(self._batch, self._batch - self._pushed % self._batch)
+            filling = _Filling(self._next_filler())
+            self._fillings.append(filling)
         in_flight = options.max_in_flight_samples_per_worker
         received = 0
         asked = 0
@@ -516,15 +538,15 @@ class Sampler:
                 if response is grpc.aio.EOF:
                     raise error_for_status(await call.code(), await call.details() or "")
                 data = cast(bytes, response)
-                if filler is None:
+                if filling is None:
                     pieces: list[Piece] = list(assembler.add_bytes(data))
                     count = len(pieces)
                 else:
-                    pieces, count = _fill(filler, assembler, data)
+                    pieces, count = _fill(filling.filler, assembler, data)
                 if count:
                     reserved -= count
                     received += count
-                    self._push(pieces, count)
+                    self._push(pieces, count, filling)
                 # PERF(sample-pipeline): ask for more before the last request is
                 # answered (at most `in_flight` outstanding), so the server never
                 # waits for the round trip of the next request.
@@ -546,10 +568,10 @@ class Sampler:
             raise self._stream_error(error) from None
         finally:
             call.cancel()
-            if filler is not None:
-                last: list[Piece] = []
-                _append(last, filler.flush())
-                self._push(last, 0)
+            if filling is not None:
+                self._fillings.remove(filling)
+                with self._ready:
+                    self._cut(filling, renew=False)
             with self._lock:
                 self._free += max(reserved, 0)
                 self._requested -= budget - received
@@ -562,8 +584,9 @@ class Sampler:
             request.rate_limiter_timeout.milliseconds = timeout_ms
         return request
 
-    def _push(self, pieces: list[Piece], received: int) -> None:
-        """Hands out ``pieces``, ``received`` samples having arrived.
+    def _push(self, pieces: list[Piece], received: int, filling: _Filling | None) -> None:
+        """Hands out ``pieces``, ``received`` samples having arrived (some of them, with
+        ``filling``, in the block it fills: handed on as well if the consumer waits).
 
         The samples of a block being filled take no place of the buffer: a consumer
         that waits has emptied the buffer, so the stream can always ask for the samples
@@ -578,6 +601,50 @@ class Sampler:
                 self._buffered += rows
                 self._pushed += rows
                 self._ready.notify()
+            if filling is not None:
+                held = filling.filler.rows
+                self._held += held - filling.held
+                filling.held = held
+                if self._waiting and self._buffered < self._needed <= self._buffered + self._held:
+                    self._cut_all()
+
+    def _next_filler(self) -> Any:
+        """A filler whose first block completes the consumer's current batch (the rows
+        handed out so far may end within one), so that later blocks are whole batches."""
+        assert self._batch is not None
+        return _new_filler(self._batch, self._batch - self._pushed % self._batch)
+
+    def _cut(self, filling: _Filling, *, renew: bool) -> None:
+        """Hands out the block ``filling`` holds, as it is (lock held, on the loop);
+        ``renew``: the stream goes on with a new filler."""
+        batch = filling.filler.flush()
+        self._held -= filling.held
+        filling.held = 0
+        if batch is not None:
+            block = Block(*batch)
+            self._buffer.append(block)
+            self._buffered += block.rows
+            self._pushed += block.rows
+            self._free -= block.rows
+            self._ready.notify()
+        if renew:
+            filling.filler = self._next_filler()
+
+    def _cut_held(self) -> None:
+        """The consumer waits for samples held in blocks being filled: hands them out as
+        they are."""
+        with self._ready:
+            self._cut_asked = False
+            if self._waiting and self._buffered < self._needed <= self._buffered + self._held:
+                self._cut_all()
+
+    def _cut_all(self) -> None:
+        """Hands out every block being filled, as it is (lock held, on the loop): called
+        when the consumer waits for samples that only these blocks hold (a consumer
+        just woken still counts as waiting: the buffer may have what it needs)."""
+        for filling in self._fillings:
+            if filling.held:
+                self._cut(filling, renew=True)
 
     def _stream_error(self, error: errors.ReverbError) -> BaseException:
         if (
@@ -592,6 +659,17 @@ class Sampler:
                 f"Sampling table '{self._table}' at {self._server_address} failed: {error}"
             )
         return error
+
+
+class _Filling:
+    """The filler of a stream's blocks and the samples it holds, as the sampler counts
+    them (changed under the sampler's lock)."""
+
+    __slots__ = ("filler", "held")
+
+    def __init__(self, filler: Any) -> None:
+        self.filler = filler
+        self.held = 0
 
 
 def _new_filler(capacity: int, first: int) -> Any:
@@ -783,7 +861,7 @@ def trajectories(
     pending: list[Piece] = []
     filled = 0
     while True:
-        taken = sampler.take(batch_size - filled)
+        taken = sampler.take(batch_size - filled, needed=batch_size - filled)
         if taken:
             pending.extend(taken)
             filled += sum(_rows(piece) for piece in taken)

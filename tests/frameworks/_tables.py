@@ -1,6 +1,11 @@
-"""A loopback server with sequence and step tables, shared by the framework tests."""
+"""Loopback servers shared by the framework tests (sequence and step tables; tables that
+run dry)."""
 
 from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -61,3 +66,58 @@ def filled_server() -> reverb.Server:
         server.stop()
         raise
     return server
+
+
+def dry_server() -> reverb.Server:
+    """A server (port 0) whose tables run dry: ``drain`` (each item sampled 10 times)
+    holds items ``0, 1, 2``, the queues ``queue`` (3 places) and ``queue8`` (8 places)
+    ``0, 1, …`` up to their size; every item is one squeezed int64. The caller stops it."""
+    server = reverb.Server(
+        [
+            reverb.Table(
+                "drain",
+                reverb.selectors.Uniform(),
+                reverb.selectors.Fifo(),
+                max_size=100,
+                rate_limiter=reverb.rate_limiters.MinSize(1),
+                max_times_sampled=10,
+            ),
+            reverb.Table.queue("queue", 3),
+            reverb.Table.queue("queue8", 8),
+        ],
+        port=0,
+    )
+    try:
+        with server.localhost_client().trajectory_writer(1) as writer:
+            for value in range(8):
+                writer.append(np.int64(value))
+                tables = ["drain", "queue", "queue8"] if value < 3 else ["queue8"]
+                for table in tables:
+                    writer.create_item(table, 1.0, writer.history[-1])
+            writer.flush()
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def within(seconds: float, produce: Callable[[], list[Any]]) -> list[Any]:
+    """``produce()`` run on a thread, failing the test if it has not returned within
+    ``seconds`` (a blocked TensorFlow iterator cannot be interrupted otherwise; stopping
+    the server then ends it)."""
+    result: list[Any] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.extend(produce())
+        except BaseException as error:
+            failure.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"nothing came back within {seconds} s"
+    if failure:
+        raise failure[0]
+    return result

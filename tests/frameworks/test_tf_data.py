@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import reverb_py as reverb
-from tests.frameworks._tables import SEQUENCE, filled_server
+from tests.frameworks._tables import SEQUENCE, dry_server, filled_server, within
 
 tf = pytest.importorskip("tensorflow")
 
@@ -18,6 +18,15 @@ tf = pytest.importorskip("tensorflow")
 @pytest.fixture(scope="module")
 def address() -> Iterator[str]:
     server = filled_server()
+    try:
+        yield f"localhost:{server.port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def small_tables() -> Iterator[str]:
+    server = dry_server()
     try:
         yield f"localhost:{server.port}"
     finally:
@@ -147,6 +156,35 @@ def test_rate_limiter_timeout_ends_the_dataset(address: str) -> None:
         address, "empty", (tf.float32,), (tf.TensorShape(None),), 4, rate_limiter_timeout_ms=20
     )
     assert list(dataset) == []
+
+
+def test_samples_of_a_table_that_runs_dry_all_arrive(small_tables: str) -> None:
+    # As TF-Agents' tests drain a table: 3 items, each sampled 10 times, no timeout.
+    dataset = reverb.TrajectoryDataset(small_tables, "drain", (tf.int64,), ([],), 10)
+    values = within(20, lambda: [int(s.data[0]) for s in dataset.take(30)])
+    assert sorted(values) == [0] * 10 + [1] * 10 + [2] * 10
+    assert reverb.Client(small_tables).server_info()["drain"].current_size == 0
+
+
+def test_a_queue_hands_on_what_it_holds(small_tables: str) -> None:
+    dataset = reverb.TrajectoryDataset(small_tables, "queue", (tf.int64,), ([],), 4)
+    assert within(20, lambda: [int(s.data[0]) for s in dataset.take(3)]) == [0, 1, 2]
+    # With a timeout the dataset then ends, as Reverb's does.
+    client = reverb.Client(small_tables)
+    client.insert([np.int64(7)], {"queue": 1.0})
+    timed = reverb.TrajectoryDataset(
+        small_tables, "queue", (tf.int64,), ([1],), 4, rate_limiter_timeout_ms=50
+    )
+    assert within(20, lambda: [s.data[0].numpy().tolist() for s in timed]) == [[7]]
+
+
+def test_a_batch_of_samples_from_several_workers(small_tables: str) -> None:
+    # Two workers ask for 2 samples at a time; the batch needs the samples of both.
+    dataset = reverb.TrajectoryDataset(
+        small_tables, "queue8", (tf.int64,), ([],), 2, num_workers_per_iterator=2
+    )
+    batches = within(20, lambda: list(dataset.batch(8).take(1).as_numpy_iterator()))
+    assert sorted(batches[0].data[0].tolist()) == list(range(8))
 
 
 def test_mismatched_specs_are_invalid_arguments(address: str) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import reverb_py as reverb
-from tests.frameworks._tables import SEQUENCE, filled_server
+from tests.frameworks._tables import SEQUENCE, dry_server, filled_server, within
 
 torch = pytest.importorskip("torch")
 reverb_torch = pytest.importorskip("reverb_py.torch")
@@ -42,6 +42,20 @@ def test_trajectory_batches_are_tensors(address: str) -> None:
     steps = batch.data["step"]
     assert torch.equal(steps, steps[:, :1] + torch.arange(SEQUENCE))
     assert torch.equal(batch.data["obs"][..., 0].long(), steps)
+
+
+def test_a_batch_of_samples_from_several_workers() -> None:
+    # Two workers ask for 2 samples at a time; the batch needs the samples of both.
+    server = dry_server()
+    try:
+        dataset = reverb_torch.TrajectoryDataset(
+            f"localhost:{server.port}", "queue8", (np.int64,), ((),), 2,
+            num_workers_per_iterator=2, batch_size=8,
+        )  # fmt: skip
+        (batch,) = within(20, lambda: [next(iter(dataset))])
+        assert sorted(batch.data[0].tolist()) == list(range(8))
+    finally:
+        server.stop()
 
 
 def test_timesteps_one_at_a_time(address: str) -> None:
