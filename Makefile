@@ -38,7 +38,7 @@ REVERB_VENV ?= .venv-reverb
 # reverb_py, tested in their own environment.
 FRAMEWORKS_VENV ?= .venv-frameworks
 FRAMEWORKS_PY := $(FRAMEWORKS_VENV)/bin/python
-FRAMEWORKS ?= tensorflow==2.21.0 torch==2.13.0 jax==0.10.2 jaxlib==0.10.2
+FRAMEWORKS ?= tensorflow==2.21.0 torch==2.13.0 tensordict==0.15.3 jax==0.10.2 jaxlib==0.10.2
 
 .PHONY: test lint typecheck test-debug test-packaging test-frameworks test-ray test-oldest test-beside-reverb test-pythons \
 	fuzz soak run build debug protos bench interop docs clean
