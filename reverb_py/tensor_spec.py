@@ -239,6 +239,16 @@ def _spec_attributes(spec: object) -> tuple[object, object, str | None]:
 
 
 def _bound_array(value: object, dtype: np.dtype[Any], what: str, shape: Shape) -> npt.NDArray[Any]:
+    if dtype.kind in "iu":
+        # numpy 2 refuses a Python integer out of the dtype's range (OverflowError); numpy
+        # 1.x wraps it around with a DeprecationWarning. Refused here whatever the numpy.
+        info = np.iinfo(dtype)
+        outside = _int_outside(value, int(info.min), int(info.max))
+        if outside is not None:
+            raise ValueError(
+                f"{what} {value!r} cannot be represented as {dtype}: "
+                f"Python integer {outside} out of bounds"
+            )
     try:
         array = np.array(value, dtype=dtype)
     except (TypeError, ValueError, OverflowError) as error:
@@ -251,6 +261,19 @@ def _bound_array(value: object, dtype: np.dtype[Any], what: str, shape: Shape) -
             raise ValueError(f"{what} of shape {array.shape} is not broadcastable to shape {shape}")
     array.flags.writeable = False
     return array
+
+
+def _int_outside(value: object, low: int, high: int) -> int | None:
+    """The first Python integer in ``value`` (nested in lists and tuples) outside
+    [``low``, ``high``], or None."""
+    if type(value) is int:
+        return None if low <= value <= high else value
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            outside = _int_outside(item, low, high)
+            if outside is not None:
+                return outside
+    return None
 
 
 def _dtype_limits(dtype: np.dtype[Any]) -> tuple[object, object]:

@@ -63,6 +63,8 @@ def _as_uint64(values: list[Any]) -> npt.NDArray[np.uint64] | None:
     """``values`` as uint64 if every one is an integer in [0, 2**64), else None."""
     if not set(map(type, values)) <= {int}:
         return None
+    if values and (min(values) < 0 or max(values) >= 2**64):
+        return None  # numpy 1.x would wrap a negative key around (with a warning).
     try:
         return np.fromiter(values, dtype=np.uint64, count=len(values))
     except (OverflowError, ValueError):

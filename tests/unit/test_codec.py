@@ -324,7 +324,7 @@ def test_many_long_strings_round_trip() -> None:
 
 
 def test_numpy_string_dtype_if_available() -> None:
-    string_dtype = getattr(np.dtypes, "StringDType", None)
+    string_dtype = getattr(getattr(np, "dtypes", None), "StringDType", None)  # numpy >= 2
     if string_dtype is None:
         pytest.skip("numpy without StringDType")
     array = np.array(["a", "ünï", ""], dtype=string_dtype())

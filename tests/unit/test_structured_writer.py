@@ -252,7 +252,7 @@ def test_data_condition_on_a_bad_column_logs_and_fails(caplog: pytest.LogCapture
 
 
 def step_of(index: int) -> Any:
-    return nest.map_structure(lambda x: np.ones_like(x) * index, STEP_SPEC)
+    return nest.map_structure(lambda x: np.full_like(x, index), STEP_SPEC)
 
 
 @pytest.mark.parametrize(
