@@ -2,10 +2,13 @@
 
 Orchestrators (Kubernetes' gRPC probes, ``grpc_health_probe``, load balancers) ask
 ``Check`` or ``Watch`` for the whole server (service ``""``) or for Reverb's service
-(``deepmind.reverb.ReverbService``). Both are NOT_SERVING until the server has loaded
-its checkpoint and started, SERVING while it serves, and NOT_SERVING from the moment it
-starts stopping. The health service needs no token (probes carry none); it is an extra
-service beside Reverb's, which it leaves unchanged.
+(``deepmind.reverb.ReverbService``). Both are NOT_SERVING while the server loads its
+checkpoint (the port is bound and answers meanwhile, so a readiness probe tells a
+loading server from a dead one), SERVING while it serves, and NOT_SERVING from the
+moment it starts stopping. Reverb's calls that arrive during the load wait for it
+(:class:`ReadyGate`), as they would wait for a server not yet listening. The health
+service needs no token (probes carry none); it is an extra service beside Reverb's,
+which it leaves unchanged.
 
 The two messages are tiny (``HealthCheckRequest.service`` is field 1, a string;
 ``HealthCheckResponse.status`` field 1, an enum) and are read and written here by hand:
@@ -16,7 +19,7 @@ grpcio, and so cannot be installed beside TensorFlow 2.15-2.20 (protobuf < 5 or 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -26,9 +29,10 @@ from reverb_py._client.channel import identity
 from reverb_py._codec.fields import message_fields
 from reverb_py._proto import SERVICE
 
-__all__ = ["HEALTH_SERVICE", "NOT_SERVING", "SERVICE_UNKNOWN", "SERVING", "Health"]
+__all__ = ["HEALTH_SERVICE", "NOT_SERVING", "SERVICE_UNKNOWN", "SERVING", "Health", "ReadyGate"]
 
 HEALTH_SERVICE = "grpc.health.v1.Health"
+_HEALTH_PREFIX = f"/{HEALTH_SERVICE}/"
 
 # HealthCheckResponse.ServingStatus.
 SERVING = 1
@@ -127,3 +131,31 @@ class Health:
         get the change and their streams end."""
         self._stopping = True
         self._set_all(NOT_SERVING)
+
+
+class ReadyGate(grpc.aio.ServerInterceptor):
+    """Holds every call but the health service's until :meth:`open` (the server has
+    loaded its checkpoint). Made and used on the server's loop."""
+
+    def __init__(self) -> None:
+        self._open = False
+        self._opened = asyncio.Event()
+
+    def __repr__(self) -> str:
+        return f"ReadyGate(open={self._open})"
+
+    def open(self) -> None:
+        self._open = True
+        self._opened.set()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        # PERF(ready-gate): once open, one attribute test per call (not per message).
+        if not self._open and not handler_call_details.method.startswith(_HEALTH_PREFIX):
+            await self._opened.wait()
+        return await continuation(handler_call_details)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import errno
+import ipaddress
 import logging
+import os
 import socket
 import sys
 import threading
@@ -19,7 +22,7 @@ from reverb_py import _impl, _secrets
 from reverb_py._loop_thread import LoopThread
 from reverb_py.server import _auth
 from reverb_py.server._chunks import parse_chunk
-from reverb_py.server._health import Health
+from reverb_py.server._health import Health, ReadyGate
 from reverb_py.server._limits import ServerLimits
 from reverb_py.server._logs import log_checkpoint
 from reverb_py.server._metrics import MetricsHTTPServer, ServerMetrics
@@ -84,35 +87,122 @@ def _server_id(host: str, port: int) -> str:
 _FREE_PORT_ATTEMPTS = 5
 
 
-def _refused_addresses(host: str, port: int) -> list[str]:
-    """The addresses of ``host`` whose ``port`` refuses TCP connections (a listener that
-    was bound a moment ago accepts them); addresses of a family the machine lacks are not
-    counted."""
-    if host == "localhost":
-        # As gRPC binds it: both loopback addresses, whatever the resolver says.
-        targets: list[tuple[int, Any]] = [
-            (socket.AF_INET6, ("::1", port)),
-            (socket.AF_INET, ("127.0.0.1", port)),
-        ]
+def _has_address(family: int, sockaddr: tuple[Any, ...]) -> bool:
+    """Whether this machine can bind ``sockaddr`` (of ``family``) at all (on any port)."""
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((sockaddr[0], 0, *sockaddr[2:]))
+    except OSError:
+        return False
+    return True
+
+
+def _bind_targets(host: str) -> list[str]:
+    """The addresses a server on ``host`` binds, each as written before ``:port``.
+
+    gRPC binds every address a name resolves to, and keeps the server as long as one of
+    them could be bound. Binding them one by one tells which one could not. ``localhost``
+    is both loopback addresses (as gRPC binds it, whatever the resolver says); addresses
+    of a family this machine lacks are left out. A wildcard or a literal address is
+    bound as it is; a name that does not resolve too (gRPC then says why it failed).
+    """
+    if host in _WILDCARD_HOSTS:
+        return [host]
+    name = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        ipaddress.ip_address(name.split("%")[0])
+        return [host]
+    except ValueError:
+        pass
+    candidates: list[tuple[int, tuple[Any, ...]]]
+    if name.lower() == "localhost":
+        candidates = [(socket.AF_INET6, ("::1", 0)), (socket.AF_INET, ("127.0.0.1", 0))]
     else:
         try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
         except OSError:
-            return []
-        targets = [(family, sockaddr) for family, _, _, _, sockaddr in infos]
-    if len(targets) < 2:
-        return []
-    refused = []
-    for family, sockaddr in targets:
+            return [host]
+        candidates = [(family, tuple(sockaddr)) for family, _, _, _, sockaddr in infos]
+    targets: list[str] = []
+    for family, sockaddr in candidates:
+        if family not in (socket.AF_INET, socket.AF_INET6) or not _has_address(family, sockaddr):
+            continue
+        target = f"[{sockaddr[0]}]" if family == socket.AF_INET6 else str(sockaddr[0])
+        if target not in targets:
+            targets.append(target)
+    return targets or [host]
+
+
+def _bind_all(
+    add_port: Callable[[str], int], targets: Sequence[str], port: int
+) -> tuple[int, str | None]:
+    """Binds ``port`` on every target with ``add_port`` (gRPC's: the port bound, or 0).
+
+    Port 0 takes the free port the first target gets on the others too. Returns the
+    port and None, or the port and the first target that could not be bound.
+    """
+    bound = port
+    for target in targets:
+        got = add_port(f"{target}:{bound}")
+        if not got:
+            return bound, target
+        bound = got
+    return bound, None
+
+
+def _bind_failure(what: str, host: str, target: str, port: int) -> str:
+    """Why ``target:port`` (an address of ``host``) could not be bound, in one line."""
+    name = target[1:-1] if target.startswith("[") and target.endswith("]") else target
+    reason = f"{host!r} is not an address of this machine"
+    if port:
+        reason = f"port {port} is already in use, or {reason}"
+        family = socket.AF_INET6 if ":" in name else socket.AF_INET
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.bind((name, port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                reason = f"port {port} is already in use"
+            elif error.errno == errno.EADDRNOTAVAIL:
+                reason = f"{name} is not an address of this machine"
+    where = f"{host}:{port}"
+    if target != host:
+        # NOTE(every-address): a client of the name may reach any of its addresses: a
+        # server that holds the port on some only would see some clients refused, or
+        # reaching another program.
+        return f"Failed to bind the {what} to {where}: {reason} on {target}"
+    return f"Failed to bind the {what} to {where}: {reason}"
+
+
+def _check_metrics_port(host: str, port: int) -> None:
+    """Refuses an explicit metrics port that another program holds on an address of
+    ``host`` (the metrics server itself binds one of them).
+
+    Raises:
+      ValueError: naming the address.
+    """
+    if port == 0:
+        return
+    for target in _bind_targets(host):
+        if target in _WILDCARD_HOSTS:
+            continue
+        name = target[1:-1] if target.startswith("[") else target
+        family = socket.AF_INET6 if ":" in name else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.settimeout(1.0)
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                probe.connect(sockaddr)
-            except ConnectionRefusedError:
-                refused.append(str(sockaddr[0]))
-            except OSError:
-                pass
-    return refused
+                probe.bind((name, port))
+            except OSError as error:
+                if error.errno == errno.EADDRINUSE:
+                    raise ValueError(_bind_failure("metrics server", host, target, port)) from None
+
+
+def _directory_size(path: str) -> int:
+    """The bytes of the files directly in ``path`` (a checkpoint's)."""
+    try:
+        return sum(entry.stat().st_size for entry in os.scandir(path) if entry.is_file())
+    except OSError:
+        return 0
 
 
 class Server:
@@ -160,13 +250,17 @@ class Server:
     A server that is never stopped is stopped when the interpreter exits.
 
     Beside Reverb's service the server runs the standard gRPC health service
-    (``grpc.health.v1.Health``, for orchestrators' probes; no token needed): SERVING for
-    ``""`` and Reverb's service once the checkpoint is loaded and the server started,
-    NOT_SERVING from the start of :meth:`stop`.
+    (``grpc.health.v1.Health``, for orchestrators' probes; no token needed). The port
+    is bound before the checkpoint is loaded: meanwhile the health service answers
+    NOT_SERVING for ``""`` and Reverb's service, and Reverb's calls wait; SERVING once
+    it is loaded, NOT_SERVING again from the start of :meth:`stop`. The constructor
+    returns once the server serves. The port is bound on every address of ``host``
+    (``localhost``: ``[::1]`` and ``127.0.0.1``).
 
     Raises:
       ValueError: no tables, duplicate table names, a port outside 0-65535, the port
-        cannot be bound (for example because another server uses it), the checkpoint
+        cannot be bound on one of the host's addresses (for example because another
+        program uses it there; the message names the address), the checkpoint
         to load names a table the server does not have, or differs from the tables
         with ``on_checkpoint_mismatch="refuse"``.
       TypeError: a port that is not an integer.
@@ -212,7 +306,6 @@ class Server:
 
         self._checkpointer = checkpointer or checkpointers.default_checkpointer()
         self._tables = list(tables)
-        self._restore(self._tables, self._checkpointer, on_checkpoint_mismatch)
         self._host = host
         self._stopped = threading.Event()
         self._stop_lock = threading.Lock()
@@ -232,18 +325,26 @@ class Server:
             self._stopped.set()
             self._loop_thread.stop()
             raise
-        if self._metrics is not None and metrics_port is not None:
-            try:
+        try:
+            # NOTE(serve-while-loading): the port is bound and the health service
+            # answers (NOT_SERVING) while the checkpoint loads, so that a probe tells a
+            # loading server from a dead one; Reverb's calls wait until it is loaded.
+            self._restore(on_checkpoint_mismatch)
+            if self._metrics is not None and metrics_port is not None:
+                _check_metrics_port(host, metrics_port)
                 self._metrics_http = MetricsHTTPServer(
                     self._metrics.registry, host, metrics_port, self._token
                 )
-            except BaseException:
-                self._stopped.set()
-                try:
-                    self._loop_thread.run(self._stop(None))
-                finally:
-                    self._loop_thread.stop()
-                raise
+            self._loop_thread.run(self._ready())
+        except BaseException:
+            self._stopped.set()
+            try:
+                if self._metrics_http is not None:
+                    self._metrics_http.stop()
+                self._loop_thread.run(self._stop(None))
+            finally:
+                self._loop_thread.stop()
+            raise
         _serving.add(self)
         warning = _auth.exposure_warning(
             host,
@@ -255,10 +356,40 @@ class Server:
         if warning is not None:
             _logger.warning("%s", warning)
 
-    @staticmethod
-    def _restore(tables: Sequence[Table], checkpointer: Any, on_mismatch: str) -> None:
+    def _load_latest(self) -> tuple[str, list[Any]] | None:
+        """The checkpointer's newest checkpoint; logs each one as its load begins."""
+        from reverb_py._storage import load as _load
+        from reverb_py.checkpointers import DefaultCheckpointer
+
+        checkpointer = self._checkpointer
+        if not (
+            isinstance(checkpointer, DefaultCheckpointer)
+            and type(checkpointer).load_latest is DefaultCheckpointer.load_latest
+        ):
+            _logger.info("looking for a checkpoint to load in %r", checkpointer)
+            loaded: tuple[str, list[Any]] | None = checkpointer.load_latest(parse_chunk)
+            return loaded
+        default = checkpointer
+        address = self.address
+
+        def load(path: str) -> list[Any]:
+            _logger.info(
+                "loading checkpoint %s (%.1f MB); %s is NOT_SERVING until it is loaded",
+                path,
+                _directory_size(path) / 1e6,
+                address,
+            )
+            return default.load(path, parse_chunk)
+
+        # DefaultCheckpointer.load_latest, with each path known as its load begins.
+        return _load.load_latest(
+            os.path.abspath(default.path), default.fallback_checkpoint_path, load
+        )
+
+    def _restore(self, on_mismatch: str) -> None:
         started = time.monotonic()
-        loaded = checkpointer.load_latest(parse_chunk)
+        tables = self._tables
+        loaded = self._load_latest()
         if loaded is None:
             return
         path, snapshots = loaded
@@ -298,9 +429,10 @@ class Server:
     async def _start(self, host: str, port: int, attempts: int = _FREE_PORT_ATTEMPTS) -> int:
         on_refused = None if self._metrics is None else self._metrics.call_refused
 
-        interceptors = (
-            [] if self._token is None else [_auth.TokenInterceptor(self._token, on_refused)]
-        )
+        self._gate = ReadyGate()
+        interceptors: list[grpc.aio.ServerInterceptor] = [self._gate]
+        if self._token is not None:
+            interceptors.insert(0, _auth.TokenInterceptor(self._token, on_refused))
         self._grpc_server = grpc.aio.server(
             options=_OPTIONS + self._limits.grpc_options(), interceptors=interceptors
         )
@@ -315,33 +447,34 @@ class Server:
         self._grpc_server.add_generic_rpc_handlers(servicer.handlers())
         self._health = Health(self._grpc_server)
         await self._health.not_serving()
-        try:
-            if self._tls is None:
-                bound = self._grpc_server.add_insecure_port(f"{host}:{port}")
-            else:
-                bound = self._grpc_server.add_secure_port(
-                    f"{host}:{port}", self._tls.server_credentials()
-                )
-        except RuntimeError:
-            bound = 0
-        if not bound:
+        tls = self._tls
+
+        def add_port(address: str) -> int:
+            try:
+                if tls is None:
+                    return self._grpc_server.add_insecure_port(address)
+                return self._grpc_server.add_secure_port(address, tls.server_credentials())
+            except RuntimeError:
+                return 0
+
+        targets = _bind_targets(host)
+        bound, failed = _bind_all(add_port, targets, port)
+        if failed is not None:
             await self._grpc_server.stop(None)
-            reason = f"{host!r} is not an address of this machine"
-            if port:
-                reason = f"port {port} is already in use, or {reason}"
-            raise ValueError(f"Failed to bind the gRPC server to {host}:{port}: {reason}")
-        if port == 0 and attempts > 1 and _refused_addresses(host, bound):
-            # NOTE(free-port): gRPC binds every address of the host on the port it got for
-            # the first one, and keeps the server when some other address had that port
-            # taken already (by another program's socket): clients of those addresses would
-            # be refused. Another free port is asked for instead.
-            await self._grpc_server.stop(None)
-            return await self._start(host, port, attempts - 1)
+            if port == 0 and failed != targets[0] and attempts > 1:
+                # NOTE(free-port): the free port the first address got is taken on
+                # another address of the host (by another program): another one is
+                # asked for.
+                return await self._start(host, port, attempts - 1)
+            raise ValueError(_bind_failure("gRPC server", host, failed, bound))
         servicer.server_id = _server_id(host, bound)
         await self._grpc_server.start()
-        # The checkpoint was loaded before the server started: it serves from now on.
-        await self._health.serving()
         return bound
+
+    async def _ready(self) -> None:
+        """The checkpoint is loaded: Reverb's calls go through, and health is SERVING."""
+        self._gate.open()
+        await self._health.serving()
 
     def _run_on_loop(self, function: Callable[[], T]) -> T:
         """Runs ``function`` on the server's loop (from another thread); its result."""

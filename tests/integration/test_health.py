@@ -3,17 +3,21 @@ it stops; and the daemon's ``--check-config``."""
 
 from __future__ import annotations
 
+import logging
 import pathlib
+import re
 import subprocess
 import sys
 import threading
+from typing import Any
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import reverb_py
-from reverb_py import rate_limiters, selectors
+from reverb_py import checkpointers, rate_limiters, selectors
+from reverb_py._proto import reverb_service_pb2 as pb
 from reverb_py.server import Server, Table
 
 ROOT = pathlib.Path(__file__).parents[2]
@@ -109,3 +113,64 @@ def test_check_config_refuses_a_bad_config(tmp_path: pathlib.Path, text: str, me
     result = check_config(config)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+class HeldCheckpointer(checkpointers.DefaultCheckpointer):
+    """Holds each load until the test lets it go."""
+
+    def __init__(self, path: pathlib.Path) -> None:
+        super().__init__(path)
+        self.loading = threading.Event()
+        self.release = threading.Event()
+
+    def load(self, path: Any, chunk_factory: Any, progress: Any = None) -> Any:
+        self.loading.set()
+        if not self.release.wait(60):
+            raise TimeoutError("the test never let the load go")
+        return super().load(path, chunk_factory, progress)
+
+
+def test_a_loading_server_is_bound_and_not_serving_until_the_checkpoint_is_loaded(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with Server([table()], port=0, checkpointer=checkpointers.DefaultCheckpointer(tmp_path)) as s:
+        s.localhost_client().insert([1.0], {"t": 1.0})
+        s.localhost_client().checkpoint()
+    caplog.set_level(logging.INFO, logger="reverb_py")
+    held = HeldCheckpointer(tmp_path)
+    started: list[Server] = []
+    starter = threading.Thread(
+        target=lambda: started.append(Server([table()], port=0, checkpointer=held))
+    )
+    starter.start()
+    try:
+        assert held.loading.wait(60)
+        [message] = [
+            r.getMessage()
+            for r in caplog.records
+            if r.getMessage().startswith("loading checkpoint")
+        ]
+        match = re.search(r"\(\d+\.\d MB\); (\S+) is NOT_SERVING until it is loaded$", message)
+        assert match, message
+        with grpc.insecure_channel(match.group(1)) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            assert stub.Check(health_pb2.HealthCheckRequest(), timeout=10).status == NOT_SERVING
+            watch = stub.Watch(health_pb2.HealthCheckRequest(), timeout=60)
+            assert next(watch).status == NOT_SERVING
+            # Reverb's calls wait for the load, then see the loaded table.
+            info = channel.unary_unary(
+                "/deepmind.reverb.ReverbService/ServerInfo",
+                request_serializer=pb.ServerInfoRequest.SerializeToString,
+                response_deserializer=pb.ServerInfoResponse.FromString,
+            ).future(pb.ServerInfoRequest(), timeout=60)
+            assert not info.done()
+            held.release.set()
+            assert next(watch).status == SERVING
+            [loaded] = info.result().table_info
+            assert loaded.current_size == 1
+            watch.cancel()
+    finally:
+        held.release.set()
+        starter.join(timeout=60)
+        for server in started:
+            server.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import pathlib
+import re
 import socket
 import subprocess
 import sys
@@ -165,47 +166,46 @@ def _loopback_listener(family: int) -> socket.socket:
     return listener
 
 
-def test_refused_addresses_names_the_loopback_address_not_listening() -> None:
-    from reverb_py.server import _server
-
+def _has_ipv6_loopback() -> bool:
     try:
-        listener = _loopback_listener(socket.AF_INET6)
+        _loopback_listener(socket.AF_INET6).close()
     except OSError:
-        pytest.skip("no IPv6 loopback here")
-    with listener:
-        port = listener.getsockname()[1]
-        # "localhost" is both loopback addresses (as gRPC binds it): 127.0.0.1 refuses
-        # (nobody holds the port there), [::1] accepts.
-        assert _server._refused_addresses("localhost", port) == ["127.0.0.1"]
-        assert _server._refused_addresses("::1", port) == []  # one address: not checked
-    with _loopback_listener(socket.AF_INET) as listener:
-        port = listener.getsockname()[1]
-        refused = _server._refused_addresses("localhost", port)
-        assert refused in ([], ["::1"])  # [] where the machine has no IPv6
+        return False
+    return True
 
 
-def test_a_free_port_taken_on_another_address_of_the_host_is_asked_for_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_localhost_is_bound_on_both_loopback_addresses() -> None:
     from reverb_py.server import _server
 
-    checked: list[int] = []
-    real = _server._refused_addresses
+    expected = ["[::1]", "127.0.0.1"] if _has_ipv6_loopback() else ["127.0.0.1"]
+    assert _server._bind_targets("localhost") == expected
+    assert _server._bind_targets("127.0.0.1") == ["127.0.0.1"]
+    assert _server._bind_targets("[::]") == ["[::]"]
 
-    def first_port_refused(host: str, port: int) -> list[str]:
-        checked.append(port)
-        return ["127.0.0.1"] if len(checked) == 1 else real(host, port)
 
-    monkeypatch.setattr(_server, "_refused_addresses", first_port_refused)
-    with Server([uniform_table()], port=0) as server:
-        assert len(checked) == 2 and server.port == checked[1]
-        assert set(Client(f"localhost:{server.port}").server_info(timeout=10)) == {"t"}
-    # An explicit port is not changed.
-    with Server([uniform_table()], port=0) as first:
-        pass
-    checked.clear()
-    with Server([uniform_table()], port=first.port) as server:
-        assert server.port == first.port and checked == []
+def test_a_free_port_is_asked_for_again_when_another_address_has_it_taken() -> None:
+    from reverb_py.server import _server
+
+    asked: list[str] = []
+
+    def add_port(address: str) -> int:
+        asked.append(address)
+        return 0 if address.startswith("127.0.0.1:") else 5000
+
+    assert _server._bind_all(add_port, ["[::1]", "127.0.0.1"], 0) == (5000, "127.0.0.1")
+    assert asked == ["[::1]:0", "127.0.0.1:5000"]
+    assert _server._bind_all(lambda address: 7000, ["[::1]", "127.0.0.1"], 0) == (7000, None)
+
+
+@pytest.mark.parametrize("family", [socket.AF_INET, socket.AF_INET6])
+def test_an_explicit_port_held_on_one_loopback_address_is_refused_naming_it(family) -> None:
+    if not _has_ipv6_loopback():
+        pytest.skip("no IPv6 loopback here: localhost is one address")
+    with _loopback_listener(family) as taken:
+        port = taken.getsockname()[1]
+        held = "[::1]" if family == socket.AF_INET6 else "127.0.0.1"
+        with pytest.raises(ValueError, match=rf"localhost:{port}: .*in use on {re.escape(held)}$"):
+            Server([uniform_table()], port=port)
 
 
 async def test_a_new_client_reaches_a_server_back_on_the_same_port_at_once() -> None:
