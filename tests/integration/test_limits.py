@@ -203,7 +203,9 @@ def test_daemon_limits_from_config() -> None:
     limits = limits_from_config({"limits": {"max_streams": 5, "max_held_chunk_bytes": 0}})
     assert limits == ServerLimits(max_streams=5, max_held_chunk_bytes=None)
     assert limits_from_config({}) == ServerLimits()
-    with pytest.raises(ConfigError, match="config.limits: unknown setting"):
+    with pytest.raises(
+        ConfigError, match="config.limits.max_stream: unknown field; did you mean 'max_streams'"
+    ):
         limits_from_config({"limits": {"max_stream": 5}})
     with pytest.raises(ConfigError, match="config.limits.max_streams: must be an integer"):
         limits_from_config({"limits": {"max_streams": "5"}})
