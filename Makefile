@@ -19,9 +19,10 @@
 #                 .venv-frameworks), compiled, then pure
 #   make test-ray  servers as Ray actors on a local Ray cluster (installed into .venv-ray),
 #                 compiled, then pure
-#   make test-oldest  the suite on the oldest protobuf and grpcio supported (.venv-oldest)
+#   make test-oldest  the suite on the oldest versions of the dependencies (.venv-oldest)
 #   make test-pythons  the suite, compiled, on Python 3.10 and 3.13 (.venv-py3.10, .venv-py3.13)
 #   make test-beside-reverb  pip-install reverb_py beside TensorFlow 2.15 and dm-reverb 0.14
+#   make test-beside-tf-agents  pip resolves reverb_py with TF-Agents 0.19 and TensorFlow 2.15
 #   make docs     the documentation site (MkDocs, strict) into build/site (.venv-docs)
 
 PYTHON ?= python3
@@ -40,7 +41,7 @@ FRAMEWORKS_VENV ?= .venv-frameworks
 FRAMEWORKS_PY := $(FRAMEWORKS_VENV)/bin/python
 FRAMEWORKS ?= tensorflow==2.21.0 torch==2.13.0 tensordict==0.15.3 jax==0.10.2 jaxlib==0.10.2
 
-.PHONY: test lint typecheck test-debug test-packaging test-frameworks test-ray test-oldest test-beside-reverb test-pythons \
+.PHONY: test lint typecheck test-debug test-packaging test-frameworks test-ray test-oldest test-beside-reverb test-beside-tf-agents test-pythons \
 	fuzz soak run build debug protos bench interop docs clean
 
 # An editable install leaves out reverb_py-as-reverb.pth (BuildPy in setup.py puts it in
@@ -119,11 +120,13 @@ test-ray: build $(RAY_VENV)/.installed
 	REVERB_PY_RAY_TESTS=1 REVERB_PY_REQUIRE_SPEEDUPS=1 $(RAY_PY) -m pytest tests/ray -m ray -p no:cacheprovider $(PYTEST_ARGS)
 	REVERB_PY_RAY_TESTS=1 REVERB_PY_NO_EXTENSIONS=1 $(RAY_PY) -m pytest tests/ray -m ray -p no:cacheprovider $(PYTEST_ARGS)
 
-# The oldest protobuf and grpcio reverb_py supports (the floors in pyproject.toml): the
-# suite in its own environment, compiled (the modules `build` compiled in place serve it:
-# same Python), then pure.
+# The oldest version of each dependency reverb_py supports (the floors in pyproject.toml):
+# the suite in its own environment, compiled (the modules `build` compiled in place serve
+# it: same Python), then pure. The environment is made again when pyproject.toml changes
+# (where the floors are); the first step checks that it holds these pins.
 OLDEST_VENV ?= .venv-oldest
-OLDEST ?= protobuf==4.21.6 grpcio==1.80.0
+OLDEST ?= protobuf==4.21.6 grpcio==1.65.1 numpy==1.24.0 prometheus-client==0.17.0 \
+	cramjam==2.7.0 google-crc32c==1.5.0 uvloop==0.19.0
 $(OLDEST_VENV)/.installed: pyproject.toml setup.py
 	@echo "reverb_py: creating $(OLDEST_VENV) with $(OLDEST)"
 	$(PYTHON) -m venv $(OLDEST_VENV)
@@ -180,6 +183,27 @@ test-beside-reverb: $(VENV)/.installed $(REVERB_VENV)/.installed
 	$(BESIDE_VENV)/bin/python -m pip install --quiet build/beside-reverb/reverb_py-*.whl
 	$(BESIDE_VENV)/bin/python -m pip check
 	cd build && $(abspath $(BESIDE_VENV))/bin/python $(abspath tests/packaging/beside_dm_reverb.py)
+
+# pip resolves reverb_py (the pure wheel of this checkout) together with TF-Agents 0.19.0
+# and TensorFlow 2.15.1 in one step, in a fresh $(REVERB_PYTHON) environment: TF-Agents
+# pins typing-extensions 4.5.0 (which grpcio 1.75 and later refuse) and TensorFlow 2.15
+# protobuf < 5 and numpy < 2. A dry run: nothing is installed, so TensorFlow is not
+# downloaded; pip fails with ResolutionImpossible where a floor is too high.
+TF_AGENTS_PINS ?= tf-agents==0.19.0 tensorflow==2.15.1
+test-beside-tf-agents: $(VENV)/.installed
+	rm -rf build/beside-tf-agents
+	REVERB_PY_NO_EXTENSIONS=1 $(PY) -m pip wheel --quiet --no-deps --no-build-isolation \
+		-w build/beside-tf-agents .
+	$(REVERB_PYTHON) -m venv build/beside-tf-agents/venv
+	build/beside-tf-agents/venv/bin/python -m pip install --quiet --upgrade pip
+	build/beside-tf-agents/venv/bin/python -m pip install --dry-run --quiet \
+		--report build/beside-tf-agents/report.json $(TF_AGENTS_PINS) build/beside-tf-agents/reverb_py-*.whl
+	@$(PY) -c "import json, re, sys; \
+		found = {re.sub('[-_.]+', '-', i['metadata']['name']).lower(): i['metadata']['version'] \
+			for i in json.load(open(sys.argv[1]))['install']}; \
+		print('reverb_py: resolves beside $(TF_AGENTS_PINS) with', \
+			{n: found[n] for n in ('grpcio', 'protobuf', 'numpy', 'typing-extensions')})" \
+		build/beside-tf-agents/report.json
 
 # The status page rendered by headless Chromium (Debian's `chromium`; CI installs it).
 test-browser: build

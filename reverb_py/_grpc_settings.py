@@ -20,13 +20,14 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["EXPERIMENTS", "apply", "experiments_applied"]
+__all__ = ["EXPERIMENTS", "apply", "experiments_applied", "grpcio_version"]
 
 EXPERIMENTS = "-event_engine_client,-event_engine_listener"
 """The value of ``GRPC_EXPERIMENTS`` while reverb_py imports gRPC."""
 
-# The oldest grpcio whose core knows both experiments by these names (reverb_py's floor).
-_OLDEST = (1, 80)
+# reverb_py's grpcio floor: the core of every grpcio from it on knows both experiments by
+# these names.
+_OLDEST = (1, 65)
 
 _applied = False
 
@@ -51,15 +52,21 @@ def apply() -> None:
         del os.environ["GRPC_EXPERIMENTS"]
 
 
-def _known_grpcio() -> bool:
+def grpcio_version() -> tuple[int, int] | None:
+    """The installed grpcio's (major, minor) version; None when it cannot be read."""
     from importlib import metadata
 
     try:
         version = metadata.version("grpcio")
     except metadata.PackageNotFoundError:
-        return False
+        return None
     parts = version.split(".")
     try:
-        return (int(parts[0]), int(parts[1])) >= _OLDEST
+        return int(parts[0]), int(parts[1])
     except (IndexError, ValueError):
-        return False
+        return None
+
+
+def _known_grpcio() -> bool:
+    version = grpcio_version()
+    return version is not None and version >= _OLDEST

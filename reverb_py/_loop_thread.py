@@ -4,26 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
+
+from reverb_py._grpc_settings import grpcio_version
 
 T = TypeVar("T")
 
-__all__ = ["LoopThread", "new_event_loop"]
+__all__ = ["LoopThread", "new_event_loop", "quiet_grpc_wakeups"]
 
 _logger = logging.getLogger("reverb_py")
 
 
 def _exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    """The loop's default handler, except for gRPC events of event loops already closed.
+    """The loop's default handler, except for two harmless reports of gRPC's queue.
 
     grpc.aio delivers every completion of the process through one queue, drained on
     one of the loops that use gRPC, which forwards events of other loops with
     ``call_soon_threadsafe``. An event of a loop that has closed since (an asyncio
     client whose ``asyncio.run`` has returned) has nowhere to go: it is dropped, and
-    said at DEBUG instead of as a traceback.
+    said at DEBUG instead of as a traceback. So is an empty wake-up
+    (:func:`_empty_grpc_wakeup`).
     """
     exception = context.get("exception")
     if (
@@ -33,7 +37,69 @@ def _exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any])
     ):
         _logger.debug("dropped a gRPC event of an event loop that is closed")
         return
+    if _empty_grpc_wakeup(context):
+        return
     loop.default_exception_handler(context)
+
+
+def _empty_grpc_wakeup(context: dict[str, Any]) -> bool:
+    """Whether ``context`` reports gRPC's queue woken with nothing left to read (and
+    says so at DEBUG).
+
+    Every loop that uses grpc.aio watches the queue's wake-up socket, and one byte wakes
+    them all: the loop that reads it delivers the events, the others find the socket
+    empty. grpcio before 1.80 lets that ``BlockingIOError`` out of its callback; nothing
+    is lost.
+    """
+    if isinstance(context.get("exception"), BlockingIOError) and "PollerCompletionQueue" in repr(
+        context.get("handle")
+    ):
+        _logger.debug("gRPC's queue woke this loop after another loop had taken its events")
+        return True
+    return False
+
+
+class _QuietGrpcWakeups:
+    """An event loop's exception handler: ``previous`` (or the loop's default), except
+    for gRPC's empty wake-ups."""
+
+    __slots__ = ("previous",)
+
+    def __init__(
+        self, previous: Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object] | None
+    ):
+        self.previous = previous
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if _empty_grpc_wakeup(context):
+            return
+        if self.previous is None:
+            loop.default_exception_handler(context)
+        else:
+            self.previous(loop, context)
+
+
+@functools.cache
+def _grpc_reports_empty_wakeups() -> bool:
+    version = grpcio_version()
+    return version is not None and version < (1, 80)
+
+
+def quiet_grpc_wakeups(loop: asyncio.AbstractEventLoop) -> None:
+    """Keeps gRPC's empty wake-ups (:func:`_empty_grpc_wakeup`) off ``loop``'s error
+    output, where this grpcio reports them (before 1.80); a loop of reverb_py's own
+    already does.
+
+    ``loop`` is a loop reverb_py opens a grpc.aio channel on (the caller's): its
+    exception handler becomes one that passes every other report on to the handler it
+    had (asyncio's default where none was set).
+    """
+    if not _grpc_reports_empty_wakeups():
+        return
+    handler = loop.get_exception_handler()
+    if handler is _exception_handler or isinstance(handler, _QuietGrpcWakeups):
+        return
+    loop.set_exception_handler(_QuietGrpcWakeups(handler))
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

@@ -21,6 +21,7 @@ import grpc
 
 from reverb_py import _secrets, errors
 from reverb_py._client.channel import SERVER_INFO_PATH, identity
+from reverb_py._loop_thread import quiet_grpc_wakeups
 from reverb_py._status import error_for_status, error_from_rpc
 
 __all__ = [
@@ -99,6 +100,12 @@ class ClientCredentials:
 
     def aio_channel(self, target: str, options: Sequence[tuple[str, Any]]) -> grpc.aio.Channel:
         """A new asyncio channel to ``target`` with these credentials."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # No running loop: gRPC binds the channel to another.
+            loop = None
+        if loop is not None:
+            quiet_grpc_wakeups(loop)
         if self.tls:
             channel = grpc.aio.secure_channel(target, self._channel_credentials(), options=options)
         else:

@@ -7,7 +7,8 @@ import logging
 
 import pytest
 
-from reverb_py._loop_thread import LoopThread
+from reverb_py._grpc_settings import grpcio_version
+from reverb_py._loop_thread import LoopThread, _QuietGrpcWakeups, quiet_grpc_wakeups
 
 
 class PollerCompletionQueue:
@@ -42,10 +43,81 @@ def test_a_grpc_event_of_a_closed_loop_is_dropped_quietly(caplog) -> None:
         loop_thread.stop()
 
 
+def test_an_empty_wakeup_of_grpcs_queue_is_dropped_quietly(caplog) -> None:
+    # grpcio before 1.80: a loop woken after another loop took the queue's events.
+    loop_thread = LoopThread()
+    try:
+        caplog.set_level(logging.DEBUG)
+        handle = asyncio.Handle(PollerCompletionQueue()._handle_events, (), loop_thread.loop)
+        loop_thread.run(
+            _report(
+                {
+                    "message": "Exception in callback",
+                    "exception": BlockingIOError(11, "Resource temporarily unavailable"),
+                    "handle": handle,
+                }
+            )
+        )
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert any("another loop had taken" in r.getMessage() for r in caplog.records)
+    finally:
+        loop_thread.stop()
+
+
+def _wakeup_context(loop: asyncio.AbstractEventLoop) -> dict[str, object]:
+    return {
+        "message": "Exception in callback",
+        "exception": BlockingIOError(11, "Resource temporarily unavailable"),
+        "handle": asyncio.Handle(PollerCompletionQueue()._handle_events, (), loop),
+    }
+
+
+def test_a_callers_loop_keeps_its_handler_and_loses_only_grpcs_empty_wakeups() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        seen: list[dict[str, object]] = []
+
+        def own(_loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+            seen.append(context)
+
+        loop.set_exception_handler(own)
+        quiet_grpc_wakeups(loop)
+        quiet_grpc_wakeups(loop)  # a second channel on the loop
+        handler = loop.get_exception_handler()
+        assert handler is not None
+        other = {"message": "boom", "exception": BlockingIOError(11, "elsewhere")}
+        handler(loop, other)
+        assert seen == [other]
+        version = grpcio_version()
+        if version is not None and version >= (1, 80):
+            # This grpcio keeps its empty wake-ups to itself: the loop is left alone.
+            assert handler is own
+        else:
+            handler(loop, _wakeup_context(loop))
+            assert seen == [other]
+            assert handler.previous is own  # type: ignore[attr-defined]
+    finally:
+        loop.close()
+
+
+def test_the_quiet_handler_passes_other_reports_to_the_default_one(caplog) -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        handler = _QuietGrpcWakeups(None)
+        handler(loop, _wakeup_context(loop))
+        assert not caplog.records or all(r.levelno < logging.ERROR for r in caplog.records)
+        handler(loop, {"message": "boom", "exception": RuntimeError("boom")})
+        errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert len(errors) == 1 and errors[0].name == "asyncio"
+    finally:
+        loop.close()
+
+
 @pytest.mark.parametrize(
     "exception, with_grpc_handle",
     [
         (RuntimeError("Event loop is closed"), False),
+        (BlockingIOError(11, "Resource temporarily unavailable"), False),
         (RuntimeError("other"), True),
         (ValueError("Event loop is closed"), True),
     ],
