@@ -38,6 +38,7 @@ server.stop()
 
 
 INFO_LINE = re.compile(r"^I\d{4} ", re.MULTILINE)
+GRPC_CORE_LINE = re.compile(r"^[DIWE]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\] ")
 
 
 def run_script(
@@ -213,6 +214,51 @@ def test_bad_logging_settings_are_refused() -> None:
         configure_logging(logging.INFO, "xml")
     with pytest.raises(ValueError, match="level"):
         configure_logging("loud")
+    with pytest.raises(ConfigError, match="config.log_format"):
+        _daemon.log_format(None, {"log_format": "xml"})
+    assert _daemon.log_format(None, {"log_format": "json"}) == "json"
+    assert _daemon.log_format("text", {"log_format": "json"}) == "text"
+    assert _daemon.log_format(None, {}) == "text"
+
+
+def test_the_daemon_logs_json_and_one_line_per_checkpoint(tmp_path: pathlib.Path) -> None:
+    config = tmp_path / "server.toml"
+    config.write_text(
+        f'port = 0\nlog_format = "json"\ncheckpoint_dir = "{tmp_path / "ckpt"}"\n'
+        "checkpoint_on_shutdown = true\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reverb_py.server", "--config", str(config)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if "serving on" in line:
+                break
+        else:
+            raise AssertionError("".join(lines))
+        process.send_signal(signal.SIGTERM)
+        lines.extend(process.stdout)
+        process.stdout.close()
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, "".join(lines)
+    # Every line is an object, but for gRPC core's own lines (its format, on stderr).
+    records = [json.loads(line) for line in lines if not GRPC_CORE_LINE.match(line)]
+    assert {record["pid"] for record in records} == {process.pid}
+    assert records[0]["logger"] == "reverb_py"
+    about = [r["message"] for r in records if "checkpoint" in r["message"]]
+    assert len(about) == 1, about
+    assert re.match(r"shutdown checkpoint written to \S+ in \d+\.\d{3} s \(1 tables", about[0])
 
 
 @pytest.mark.parametrize(
@@ -268,5 +314,5 @@ def test_the_daemon_logs_debug_lines_when_asked(tmp_path: pathlib.Path, where: s
             process.kill()
             process.communicate()
     output = "".join(lines)
-    assert "INFO table 'my_table': Table(" in output
-    assert re.search(r"DEBUG DEADLINE_EXCEEDED from \S+: ", output), output
+    assert re.search(r"INFO reverb_py\[\d+\] table 'my_table': Table\(", output), output
+    assert re.search(r"DEBUG reverb_py\[\d+\] DEADLINE_EXCEEDED from \S+: ", output), output
