@@ -227,6 +227,9 @@ class Sampler:
         stream ends, and, with the rows it has, whenever the consumer waits: no sample
         that has arrived waits for later ones); None, or the pure implementation: one
         :data:`Sample` each.
+      channel: called on the loop thread: the channel for the streams (the sampler
+        leaves it open, e.g. a blocking client's) and how many servers it spreads
+        over; None: a channel of the sampler's own.
     """
 
     def __init__(
@@ -238,8 +241,10 @@ class Sampler:
         copy: bool = True,
         credentials: ClientCredentials | None = None,
         batch: int | None = None,
+        channel: Callable[[], tuple[grpc.aio.Channel, int]] | None = None,
     ) -> None:
         self._credentials = credentials if credentials is not None else ClientCredentials()
+        self._channel = channel
         self._server_address = server_address
         self._table = table
         self._options = options
@@ -390,10 +395,13 @@ class Sampler:
 
     async def _run(self) -> None:
         self._space = asyncio.Event()
-        channel = self._credentials.aio_channel(self._server_address, channel_options())
-        shards = await asyncio.get_running_loop().run_in_executor(
-            None, num_shards, self._server_address
-        )
+        if self._channel is None:
+            channel = self._credentials.aio_channel(self._server_address, channel_options())
+            shards = await asyncio.get_running_loop().run_in_executor(
+                None, num_shards, self._server_address
+            )
+        else:
+            channel, shards = self._channel()
         timeout_ms = self._options.rate_limiter_timeout_ms
         if shards > 1 and timeout_ms > 0:
             # Each stream waits on its server for a share of the timeout, then the next
@@ -412,7 +420,8 @@ class Sampler:
                     worker.cancel()
                 await asyncio.gather(*workers, return_exceptions=True)
         finally:
-            await channel.close()
+            if self._channel is None:
+                await channel.close()
 
     async def _worker(self, channel: grpc.aio.Channel, shards: int) -> None:
         # With several servers, streams in a row that timed out (each new stream goes to

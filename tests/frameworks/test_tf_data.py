@@ -233,7 +233,7 @@ def test_tf_client_in_a_tf_function(address: str) -> None:
 
     sample = insert_then_sample()
     assert sample.info.key.dtype == tf.uint64 and sample.info.key.shape == ()
-    np.testing.assert_array_equal(sample.data[0].numpy(), [[1.5, 2.5]])
+    np.testing.assert_array_equal(sample.data[0].numpy(), [1.5, 2.5])
     assert float(sample.info.priority) == 2.0
 
     @tf.function
