@@ -46,7 +46,12 @@ from reverb_py._client.credentials import (
     write_or_raise,
 )
 from reverb_py._client.loop_wake import running_on
-from reverb_py._client.sampling import Decoded, SampleAssembler
+from reverb_py._client.sampling import (
+    DEFAULT_WAIT_REPORT_S,
+    Decoded,
+    SampleAssembler,
+    WaitReporter,
+)
 from reverb_py._client.targets import num_shards
 from reverb_py._codec.dtypes import tf_dtype_name
 from reverb_py._proto import reverb_service_pb2
@@ -230,6 +235,8 @@ class Sampler:
       channel: called on the loop thread: the channel for the streams (the sampler
         leaves it open, e.g. a blocking client's) and how many servers it spreads
         over; None: a channel of the sampler's own.
+      wait_report_s: while the consumer waits without a sample, log what the table's
+        rate limiter waits for every this many seconds (INFO); None: never.
     """
 
     def __init__(
@@ -242,7 +249,9 @@ class Sampler:
         credentials: ClientCredentials | None = None,
         batch: int | None = None,
         channel: Callable[[], tuple[grpc.aio.Channel, int]] | None = None,
+        wait_report_s: float | None = DEFAULT_WAIT_REPORT_S,
     ) -> None:
+        self._wait_report_s = wait_report_s
         self._credentials = credentials if credentials is not None else ClientCredentials()
         self._channel = channel
         self._server_address = server_address
@@ -408,6 +417,15 @@ class Sampler:
             # stream asks the next server; the dataset ends once the whole timeout has
             # passed without a sample (see _worker).
             self._request_timeout_ms = max(1, min(_MAX_SHARE_MS, -(-timeout_ms // shards)))
+        reporter = None
+        if self._wait_report_s is not None:
+            reporter = WaitReporter(
+                channel,
+                self._table,
+                self._wait_report_s,
+                lambda: self._waiting > 0,
+                lambda: self._pushed,
+            )
         try:
             workers = [
                 asyncio.ensure_future(self._worker(channel, shards))
@@ -420,6 +438,8 @@ class Sampler:
                     worker.cancel()
                 await asyncio.gather(*workers, return_exceptions=True)
         finally:
+            if reporter is not None:
+                reporter.close()
             if self._channel is None:
                 await channel.close()
 

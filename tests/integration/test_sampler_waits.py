@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from reverb_py import rate_limiters, selectors
+from reverb_py._client import datasets
 from reverb_py._client.sampling import describe_wait, sample_stream
 from reverb_py._proto import schema_pb2
 from reverb_py.server import Server, Table
@@ -72,6 +73,27 @@ async def test_a_sample_stream_logs_what_the_rate_limiter_waits_for(
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+    assert waits.messages[0].endswith(f" s: {MESSAGE}"), waits.messages
+
+
+def test_a_dataset_sampler_logs_what_the_rate_limiter_waits_for(
+    server: Server, waits: Waits
+) -> None:
+    sampler = datasets.Sampler(
+        server.address,
+        "replay",
+        datasets.SamplerOptions(max_in_flight_samples_per_worker=1, num_workers_per_iterator=1),
+        wait_report_s=0.05,
+    )
+    taken: list[object] = []
+    taker = threading.Thread(target=lambda: taken.append(sampler.take()))
+    taker.start()
+    try:
+        assert waits.seen.wait(30)
+    finally:
+        sampler.close()
+        taker.join(30)
+    assert taken == [[]]
     assert waits.messages[0].endswith(f" s: {MESSAGE}"), waits.messages
 
 
