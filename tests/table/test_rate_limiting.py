@@ -280,7 +280,7 @@ async def test_cancelled_insert_leaves_nothing_behind() -> None:
 
 async def test_wait_for_timeout_around_a_sample() -> None:
     table = table_with(rate_limiters.MinSize(1))
-    with pytest.raises(TimeoutError):
+    with pytest.raises(asyncio.TimeoutError):  # TimeoutError itself from Python 3.11
         await asyncio.wait_for(table.sample(), 0.01)
     assert table.num_pending_samples == 0
 
