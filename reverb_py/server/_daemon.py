@@ -1,26 +1,27 @@
 """``python -m reverb_py.server``: the replay server as a daemon.
 
-With no config it serves one table ``my_table`` (Uniform sampler, Fifo remover,
-``MinSize(1)``, ``max_size`` 1,000,000) on ``localhost:8000``. A TOML config file sets
-the address and the tables::
+Its reference is ``docs/configuration.md`` (the documentation site's Configuration
+page): every config key with its type, default and range, ``[limits]``, the
+command-line flags and Reverb's textproto form, rendered by :func:`config_reference`
+from the settings declared here (the validation reads the same declarations), and the
+checkpoint behaviour, signals and exit statuses. With no config the daemon serves one
+table ``my_table`` (Uniform sampler, Fifo remover, ``MinSize(1)``, ``max_size``
+1,000,000) on ``localhost:8000``. A TOML config looks like this::
 
-    host = "localhost"      # "0.0.0.0" or "[::]" to accept other machines (default:
-                            # $REVERB_PY_HOST, else localhost)
+    host = "localhost"      # "0.0.0.0" or "[::]" to accept other machines
     port = 8000
     checkpoint_dir = "/var/lib/replay"   # load the newest checkpoint at start, save here
     checkpoint_interval_seconds = 600    # also save periodically (optional)
     checkpoint_on_shutdown = true        # and once more on SIGINT/SIGTERM (optional)
-    keep_checkpoints = 2                 # how many complete checkpoints to keep (default 1)
-    on_checkpoint_mismatch = "warn"      # or "refuse" (see below)
-    log_level = "info"                   # debug, info, warning or error (--log-level)
-    log_format = "text"                  # or "json": one object per line (--log-format)
-    token_file = "/etc/replay/token"     # clients must send this bearer token (optional;
-                                         # default: $REVERB_PY_TOKEN / $REVERB_PY_TOKEN_FILE)
-    tls_cert_file = "/etc/replay/server.pem"   # TLS (optional): certificate chain
-    tls_key_file = "/etc/replay/server.key"    # and private key
-    tls_client_ca_file = "/etc/replay/ca.pem"  # mutual TLS (optional): CA of client certs
-    metrics_port = 9090                  # Prometheus metrics at /metrics (optional;
-                                         # --metrics-port; 0: any free port)
+    keep_checkpoints = 2                 # how many complete checkpoints to keep
+    on_checkpoint_mismatch = "warn"      # or "refuse"
+    log_level = "info"
+    log_format = "text"
+    token_file = "/etc/replay/token"     # clients must send this bearer token (optional)
+    tls_cert_file = "/etc/replay/server.pem"   # TLS (optional)
+    tls_key_file = "/etc/replay/server.key"
+    tls_client_ca_file = "/etc/replay/ca.pem"  # mutual TLS (optional)
+    metrics_port = 9090                  # Prometheus metrics at /metrics (optional)
 
     [[tables]]
     name = "replay"
@@ -37,72 +38,11 @@ the address and the tables::
     error_buffer = 400.0
 
     [limits]                             # optional; 0 lifts a bound
-    max_message_bytes = 268_435_456      # the largest request read (256 MiB)
-    max_streams = 1024                   # insert and sample streams open at once
-    max_stream_chunk_bytes = 1_073_741_824   # chunks one insert stream keeps (1 GiB)
-    max_held_chunk_bytes = 4_294_967_296     # chunks all insert streams keep (4 GiB)
+    max_message_bytes = 268_435_456
+    max_streams = 1024
 
-Selector kinds: ``uniform``, ``prioritized`` (``priority_exponent``), ``fifo``, ``lifo``,
-``min_heap``, ``max_heap``. Rate-limiter kinds: ``min_size`` (``min_size_to_sample``),
-``sample_to_insert_ratio`` (``samples_per_insert``, ``min_size_to_sample``,
-``error_buffer`` as a number or ``[min_diff, max_diff]``), ``queue`` / ``stack``
-(``size``), ``custom`` (``samples_per_insert``, ``min_size_to_sample``, ``min_diff``,
-``max_diff``). A bad config is refused with a message naming the field. With
-``checkpoint_dir`` the newest complete checkpoint there is loaded at start (its tables
-must be configured), ``Client.checkpoint()`` writes there, and the interval and shutdown
-options add periodic and final checkpoints. The directory is created if missing and must
-be writable: the daemon refuses to start otherwise. A failed periodic checkpoint is logged
-(ERROR) and the daemon keeps serving; a failed shutdown checkpoint makes it exit with
-status 1.
-
-A restored table takes its settings from the checkpoint, not from the config (as in
-Reverb). ``on_checkpoint_mismatch`` says what to do when they differ (``max_size``,
-``max_times_sampled``, sampler, remover, rate limiter, signature): ``"warn"`` (the
-default) logs a WARNING naming each setting with the configured and the checkpoint
-value and serves the checkpoint's; ``"refuse"`` makes the daemon exit with status 1 and a
-one-line message naming them.
-
-A table may declare its ``signature`` (reported by ``server_info``, checked by
-writers): a spec is a table with ``dtype`` (numpy's name), ``shape`` (``-1`` for an
-unknown dimension; default ``[]``) and an optional ``name``; other tables are dicts of
-specs and arrays are lists::
-
-    [tables.signature]
-    observation = {dtype = "float32", shape = [84, 84, 4]}
-    action = {dtype = "int32"}
-
-The config's format is chosen by the file's extension: ``.toml`` for TOML,
-``.textproto``, ``.pbtxt`` or ``.txt`` (or no extension) for Reverb's server-executable
-config, a ``ReverbServerConfig`` textproto (see
-:mod:`reverb_py.server_executable.server_from_proto`); any other extension is refused.
-``--config`` also takes the textproto itself, as ``reverb_server --config='...'`` does.
-A textproto sets the tables and the port; the host and checkpoint options come from
-``--host`` and ``--checkpoint-dir``. An error in it names the field and its line.
-
-Every bad value is refused before anything starts, in one line naming the field
-(``bad config: tables[0].sampler.priority_exponent: must be >= 0, got -1``), with the
-closest valid name for a misspelt one, and exit status 2. ``--check-config`` reads
-and checks the config (tables, limits, checkpoint options, token and TLS files) without
-serving: exit status 0 and ``config OK`` when it is usable, 2 and the message otherwise
-(the checkpoint directory is not created or probed).
-
-The port is bound on every address the host resolves to (``localhost``: ``[::1]`` and
-``127.0.0.1``), the metrics port too: when another program holds it on one of them the
-daemon refuses to start, naming that address. While a checkpoint loads, the port is
-bound and the gRPC health service answers NOT_SERVING (SERVING once loaded); the load
-is logged as it begins, with the checkpoint's path and size. Without ``checkpoint_dir``
-a checkpoint asked for by a client goes to a temporary directory and is not loaded at
-the next start: the daemon logs a WARNING saying where.
-
-Signals: SIGINT and SIGTERM stop the daemon (after the shutdown checkpoint, if
-configured); a second one while it stops is logged, a third makes it exit at once
-with status 1, without finishing the shutdown. SIGHUP is logged and ignored (the
-config is read only at start), so a closed terminal does not stop the daemon.
-
-Exit status: 0 after SIGINT/SIGTERM, 1 when the server cannot start (port in use,
-unusable checkpoint directory, refused or damaged checkpoint), the shutdown checkpoint
-failed, or a third signal forced the exit, 2 for a bad config. ``--version`` prints the
-version.
+Selector kinds, rate-limiter kinds and every other key: ``docs/configuration.md``, or
+``python -c "from reverb_py.server import _daemon; print(_daemon.config_reference())"``.
 """
 
 from __future__ import annotations
@@ -110,10 +50,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import functools
+import inspect
 import ipaddress
 import logging
 import math
 import os
+import re
 import select
 import signal
 import sys
@@ -132,7 +75,7 @@ from reverb_py.server_executable import server_from_proto
 from reverb_py.table import Table
 from reverb_py.tensor_spec import TensorSpec
 
-__all__ = ["ConfigError", "load_config", "tables_from_config", "main"]
+__all__ = ["ConfigError", "config_reference", "load_config", "tables_from_config", "main"]
 
 _logger = logging.getLogger("reverb_py")
 
@@ -145,35 +88,421 @@ LOG_LEVELS = {
     "warning": logging.WARNING,
     "error": logging.ERROR,
 }
-_CREDENTIAL_KEYS = ("token_file", "tls_cert_file", "tls_key_file", "tls_client_ca_file")
-_TOP_LEVEL_KEYS = (
-    "host",
-    "port",
-    "tables",
-    "checkpoint_dir",
-    "checkpoint_interval_seconds",
-    "checkpoint_on_shutdown",
-    "keep_checkpoints",
-    "on_checkpoint_mismatch",
-    "limits",
-    "log_level",
-    "log_format",
-    "metrics_port",
-    *_CREDENTIAL_KEYS,
-)
-_TABLE_KEYS = (
-    "name",
-    "sampler",
-    "remover",
-    "max_size",
-    "max_times_sampled",
-    "rate_limiter",
-    "signature",
-    "max_bytes",
-)
 _YEAR_S = 365 * 24 * 3600
 # What a constructor raises for a value it refuses.
 _REFUSALS = (ValueError, TypeError, OverflowError, errors.ReverbError)
+# A number setting's kind: an integer or a float, read as a float.
+_NUMBER = (int, float)
+
+
+# ------------------------------------------------------------------ the settings
+#
+# Every key the daemon accepts is declared once below, as a Setting with its doc: the
+# validation takes the allowed keys (unknown ones are refused, with did-you-mean), the
+# defaults, the types and the bounds from these declarations, and config_reference()
+# renders them for docs/configuration.md. A Setting cannot be declared without a doc.
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """The values a number setting takes: from ``low`` (excluded when ``low_open``) to
+    ``high``; ``high_words`` is how the messages name ``high`` (default: the number)."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_words: str = ""
+
+    def words(self, integer: bool) -> str:
+        """What a value must be: ``a positive integer``, ``in 0..65535``, ``>= 0``..."""
+        if integer and self.low == 1 and self.high is None and not self.low_open:
+            return "a positive integer"
+        if self.low is not None and self.high is not None and not self.low_open:
+            if not self.high_words:
+                return f"in {self.low:g}..{self.high:g}"
+        parts = []
+        if self.low is not None:
+            if self.low == 0 and self.low_open:
+                parts.append("positive")
+            else:
+                parts.append(f"{'>' if self.low_open else '>='} {self.low:g}")
+        if self.high is not None:
+            parts.append(f"at most {self.high_words or format(self.high, 'g')}")
+        return " and ".join(parts)
+
+    def check(self, value: float, where: str) -> None:
+        """Raises a ConfigError naming ``where`` when ``value`` is out of bounds."""
+        low, high = self.low, self.high
+        if (low is not None and (value < low or (self.low_open and value == low))) or (
+            high is not None and value > high
+        ):
+            integer = isinstance(value, int)
+            got = str(value) if integer else f"{value:g}"
+            raise ConfigError(f"{where}: must be {self.words(integer)}, got {got}")
+
+
+#: The default of a setting that must be given.
+REQUIRED: Any = ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One config key: its name, what it takes, its default, its bounds or choices,
+    and its doc (one line, Markdown: rendered by :func:`config_reference`)."""
+
+    key: str
+    kind: type | tuple[type, ...]
+    doc: str
+    default: Any = REQUIRED
+    bounds: Bounds | None = None
+    choices: tuple[str, ...] = ()
+    #: Numbers: whether ``inf`` and ``-inf`` are allowed.
+    infinite: bool = False
+    #: The type as the reference names it (default: from ``kind``).
+    type_words: str = ""
+    #: The default as the reference names it (default: from ``default``).
+    default_words: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key or not self.doc.strip():
+            raise ValueError(f"setting {self.key!r}: every setting needs a key and a doc")
+
+    def read(self, mapping: Mapping[str, Any], where: str) -> Any:
+        """``mapping[key]`` checked against the kind and the bounds (a number as a float);
+        the default when it is absent.
+
+        Raises:
+          ConfigError: missing (no default), of another kind, or out of bounds.
+        """
+        if self.key not in mapping:
+            return _field(mapping, self.key, where, self.kind, self.default)
+        if self.kind == _NUMBER:
+            value = _number(mapping, self.key, where, infinite=self.infinite)
+        else:
+            value = _field(mapping, self.key, where, self.kind)
+        if self.bounds is not None:
+            self.bounds.check(value, f"{where}.{self.key}")
+        return value
+
+
+def _read_in(
+    settings: Mapping[str, Setting], mapping: Mapping[str, Any], where: str, key: str
+) -> Any:
+    """``settings[key].read(mapping, where)``: a key read must be declared."""
+    return settings[key].read(mapping, where)
+
+
+def _settings(*settings: Setting) -> dict[str, Setting]:
+    """The settings by key, in order (a key declared twice is an error)."""
+    by_key = {setting.key: setting for setting in settings}
+    if len(by_key) != len(settings):
+        raise ValueError("a setting is declared twice")
+    return by_key
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """One ``kind`` of a selector or rate limiter: its doc and its fields."""
+
+    name: str
+    doc: str
+    settings: dict[str, Setting] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.doc.strip():
+            raise ValueError(f"kind {self.name!r}: every kind needs a doc")
+
+
+def _kinds(*kinds: Kind) -> dict[str, Kind]:
+    return {kind.name: kind for kind in kinds}
+
+
+_PORT_BOUNDS = Bounds(0, 65535)
+
+#: The top-level keys of a TOML config.
+TOP_LEVEL_SETTINGS = _settings(
+    Setting(
+        "host",
+        str,
+        "The interface to bind: a name or an address, without a port, an IPv6 address in "
+        'brackets; `"0.0.0.0"` or `"[::]"` accepts other machines. The port is bound on '
+        "every address the name resolves to.",
+        None,
+        default_words=f"`$REVERB_PY_HOST`, else `{DEFAULT_HOST}`",
+    ),
+    Setting(
+        "port",
+        int,
+        "The port (0: any free port; the daemon logs the one bound).",
+        DEFAULT_PORT,
+        _PORT_BOUNDS,
+    ),
+    Setting(
+        "tables",
+        list,
+        "The tables served, one `[[tables]]` entry each (below); at least one.",
+        None,
+        type_words="array of tables",
+        default_words="one table `my_table`: Uniform sampler, Fifo remover, `MinSize(1)`, "
+        "`max_size` 1,000,000",
+    ),
+    Setting(
+        "checkpoint_dir",
+        str,
+        "Where checkpoints are written: the newest complete one there is loaded at start, "
+        "`Client.checkpoint()` writes there. Created if missing; must be writable.",
+        None,
+        default_words="none: a checkpoint a client asks for goes to a temporary directory",
+    ),
+    Setting(
+        "checkpoint_interval_seconds",
+        _NUMBER,
+        "Also write a checkpoint this often (needs `checkpoint_dir`).",
+        None,
+        Bounds(0, _YEAR_S, low_open=True, high_words=f"a year ({_YEAR_S} s)"),
+        default_words="none: no periodic checkpoints",
+    ),
+    Setting(
+        "checkpoint_on_shutdown",
+        bool,
+        "Also write a checkpoint when SIGINT or SIGTERM stops the daemon (needs "
+        "`checkpoint_dir`); when it fails the exit status is 1.",
+        False,
+    ),
+    Setting(
+        "keep_checkpoints",
+        int,
+        "How many complete checkpoints are kept in `checkpoint_dir` (older ones are removed).",
+        1,
+        Bounds(1),
+    ),
+    Setting(
+        "on_checkpoint_mismatch",
+        str,
+        "When a restored table's settings differ from the config's: `warn` logs them and "
+        "serves the checkpoint's, `refuse` exits with status 1.",
+        "warn",
+        choices=MISMATCH_POLICIES,
+    ),
+    Setting(
+        "limits",
+        dict,
+        "Bounds on what clients can make the server hold (`[limits]`, below).",
+        {},
+        default_words="the defaults below",
+    ),
+    Setting(
+        "log_level",
+        str,
+        "What the daemon logs (any case).",
+        "info",
+        choices=tuple(LOG_LEVELS),
+    ),
+    Setting(
+        "log_format",
+        str,
+        "`text` (time, level, logger, process id, message) or `json` (one object per line).",
+        "text",
+        choices=tuple(LOG_FORMATS),
+    ),
+    Setting(
+        "metrics_port",
+        int,
+        "Serve Prometheus metrics at `/metrics` and the status page on this port "
+        "(0: any free port); not the server's port.",
+        None,
+        _PORT_BOUNDS,
+        default_words="none: no metrics",
+    ),
+    Setting(
+        "token_file",
+        str,
+        "A file holding the bearer token clients must send.",
+        None,
+        default_words="`$REVERB_PY_TOKEN` / `$REVERB_PY_TOKEN_FILE`, else none: no token",
+    ),
+    Setting(
+        "tls_cert_file",
+        str,
+        "TLS: the server's PEM certificate chain (with `tls_key_file`).",
+        None,
+        default_words="none: no TLS",
+    ),
+    Setting(
+        "tls_key_file",
+        str,
+        "TLS: the unencrypted PEM private key of `tls_cert_file`'s certificate.",
+        None,
+        default_words="none",
+    ),
+    Setting(
+        "tls_client_ca_file",
+        str,
+        "Mutual TLS: the PEM certificates of the CA that signs client certificates "
+        "(needs `tls_cert_file` and `tls_key_file`).",
+        None,
+        default_words="none: clients need no certificate",
+    ),
+)
+_CREDENTIAL_KEYS = ("token_file", "tls_cert_file", "tls_key_file", "tls_client_ca_file")
+
+#: The keys of a ``[[tables]]`` entry.
+TABLE_SETTINGS = _settings(
+    Setting("name", str, "The table's name, unique among the tables; not empty."),
+    Setting("sampler", dict, "How items are sampled: a selector (below).", type_words="selector"),
+    Setting(
+        "remover",
+        dict,
+        "Which item is removed when the table is full: a selector (below).",
+        type_words="selector",
+    ),
+    Setting("max_size", int, "The most items the table holds.", bounds=Bounds(1)),
+    Setting(
+        "max_times_sampled",
+        int,
+        "An item is removed once sampled this many times (0 or less: never).",
+        0,
+        default_words="`0`: never",
+    ),
+    Setting(
+        "rate_limiter",
+        dict,
+        "When inserts and samples wait for each other: a rate limiter (below).",
+        type_words="rate limiter",
+    ),
+    Setting(
+        "signature",
+        dict,
+        "The items' structure, reported by `server_info` and checked by writers: a spec "
+        "(below), or a table or an array of them.",
+        None,
+        type_words="spec, or table / array of specs",
+        default_words="none",
+    ),
+    Setting(
+        "max_bytes",
+        int,
+        "Remove items (as the remover picks them) once the table's chunks pass this many bytes.",
+        None,
+        Bounds(1),
+        default_words="none: no bound",
+    ),
+)
+
+#: The kinds of ``sampler`` and ``remover``, with their fields (``kind`` besides).
+SELECTOR_KINDS = _kinds(
+    Kind(
+        "prioritized",
+        "Items with probability proportional to `priority ** priority_exponent`.",
+        _settings(
+            Setting(
+                "priority_exponent",
+                _NUMBER,
+                "0 samples uniformly; 1 in proportion to the priorities.",
+                bounds=Bounds(0),
+            )
+        ),
+    ),
+    Kind("uniform", "Every item equally likely."),
+    Kind("fifo", "The oldest item first."),
+    Kind("lifo", "The newest item first."),
+    Kind(
+        "min_heap",
+        "The item of the lowest priority first (ties: the least recently inserted or updated).",
+    ),
+    Kind(
+        "max_heap",
+        "The item of the highest priority first (ties: the least recently inserted or updated).",
+    ),
+)
+
+_KIND_OF_SELECTOR = Setting("kind", str, "The selector's kind.", choices=tuple(SELECTOR_KINDS))
+
+_MIN_SIZE_TO_SAMPLE = Setting(
+    "min_size_to_sample",
+    int,
+    "Samples wait until the table holds this many items.",
+    bounds=Bounds(1),
+)
+_SAMPLES_PER_INSERT = Setting(
+    "samples_per_insert",
+    _NUMBER,
+    "The ratio of samples to inserts kept.",
+    bounds=Bounds(0, low_open=True),
+)
+_QUEUE_SIZE = Setting("size", int, "The most items waiting to be sampled.", bounds=Bounds(1))
+
+#: The kinds of ``rate_limiter``, with their fields (``kind`` besides).
+RATE_LIMITER_KINDS = _kinds(
+    Kind(
+        "min_size",
+        "Samples wait until the table holds `min_size_to_sample` items; inserts never wait.",
+        _settings(_MIN_SIZE_TO_SAMPLE),
+    ),
+    Kind(
+        "sample_to_insert_ratio",
+        "Keeps the samples per insert near `samples_per_insert`, within `error_buffer`.",
+        _settings(
+            _SAMPLES_PER_INSERT,
+            _MIN_SIZE_TO_SAMPLE,
+            Setting(
+                "error_buffer",
+                (int, float, list),
+                "The error `inserts * samples_per_insert - samples` is kept within "
+                "`samples_per_insert * min_size_to_sample` ± a number, or within "
+                "`[min_diff, max_diff]`; at least `2 * max(1, samples_per_insert)` wide.",
+                bounds=Bounds(0),
+                type_words="number or `[min_diff, max_diff]`",
+            ),
+        ),
+    ),
+    Kind(
+        "queue",
+        "A FIFO queue of `size` items: each is sampled once (use a `fifo` sampler and "
+        "remover and `max_times_sampled = 1`).",
+        _settings(_QUEUE_SIZE),
+    ),
+    Kind(
+        "stack",
+        "A LIFO stack of `size` items: each is sampled once (use a `lifo` sampler and "
+        "remover and `max_times_sampled = 1`).",
+        _settings(_QUEUE_SIZE),
+    ),
+    Kind(
+        "custom",
+        "Reverb's `RateLimiter`: once the table holds `min_size_to_sample` items, the "
+        "error `inserts * samples_per_insert - samples` is kept within "
+        "`[min_diff, max_diff]` (inserts wait above it, samples below).",
+        _settings(
+            _SAMPLES_PER_INSERT,
+            _MIN_SIZE_TO_SAMPLE,
+            Setting("min_diff", _NUMBER, "The lower bound (`-inf` allowed).", infinite=True),
+            Setting(
+                "max_diff",
+                _NUMBER,
+                "The upper bound (`inf` allowed); not below `min_diff`.",
+                infinite=True,
+            ),
+        ),
+    ),
+)
+_KIND_OF_RATE_LIMITER = Setting(
+    "kind", str, "The rate limiter's kind.", choices=tuple(RATE_LIMITER_KINDS)
+)
+
+#: The keys of a spec in ``signature`` (a table with ``dtype``).
+SPEC_SETTINGS = _settings(
+    Setting("dtype", str, "numpy's name of the dtype: `float32`, `int64`, `uint8`, `bool`..."),
+    Setting(
+        "shape",
+        list,
+        "The dimensions; -1 for one of unknown size.",
+        [],
+        type_words="array of integers",
+        default_words="`[]` (a scalar)",
+    ),
+    Setting("name", str, "The spec's name.", None, default_words="none"),
+)
 
 
 def _did_you_mean(name: str, choices: Sequence[str]) -> str:
@@ -218,19 +547,6 @@ def _number(
     return value
 
 
-def _at_least(
-    mapping: Mapping[str, Any], key: str, where: str, low: int, default: Any = ...
-) -> Any:
-    """An integer >= ``low``."""
-    if key not in mapping:
-        return _field(mapping, key, where, int, default)
-    value: int = _field(mapping, key, where, int)
-    if value < low:
-        words = "a positive integer" if low == 1 else f"at least {low}"
-        raise ConfigError(f"{where}.{key}: must be {words}, got {value}")
-    return value
-
-
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
     names = {
@@ -254,11 +570,10 @@ def _check_keys(mapping: Mapping[str, Any], allowed: Sequence[str], where: str) 
         )
 
 
-def _check_fields_of_kind(
-    config: Mapping[str, Any], keys: Mapping[str, Sequence[str]], where: str
-) -> None:
+def _check_fields_of_kind(config: Mapping[str, Any], kinds: Mapping[str, Kind], where: str) -> None:
     """Checks the field names of a table with a ``kind``: those of its kind when it is a
     known one, else (``kind`` missing) those of every kind."""
+    keys = {name: ["kind", *kind.settings] for name, kind in kinds.items()}
     kind = config.get("kind")
     if isinstance(kind, str) and kind in keys:
         _check_keys(config, keys[kind], where)
@@ -292,49 +607,37 @@ _SIMPLE_SELECTORS: dict[str, Callable[[], selectors.ItemSelector]] = {
 def _selector(config: Any, where: str) -> selectors.ItemSelector:
     if not isinstance(config, dict):
         raise ConfigError(f'{where}: expected a table like {{kind = "uniform"}}')
-    keys = {kind: ["kind"] for kind in _SIMPLE_SELECTORS}
-    keys["prioritized"] = ["kind", "priority_exponent"]
-    _check_fields_of_kind(config, keys, where)
-    kind = _choice(config, "kind", where, ["prioritized", *_SIMPLE_SELECTORS], "selector")
+    _check_fields_of_kind(config, SELECTOR_KINDS, where)
+    kind = _choice(config, _KIND_OF_SELECTOR.key, where, _KIND_OF_SELECTOR.choices, "selector")
+    fields = SELECTOR_KINDS[kind].settings
     if kind != "prioritized":
         return _SIMPLE_SELECTORS[kind]()
-    exponent = _number(config, "priority_exponent", where)
-    if exponent < 0:
-        raise ConfigError(f"{where}.priority_exponent: must be >= 0, got {exponent:g}")
+    exponent = fields["priority_exponent"].read(config, where)
     try:
         return selectors.Prioritized(exponent)
     except _REFUSALS as error:
         raise ConfigError(f"{where}.priority_exponent: {_one_line(error)}") from None
 
 
-_RATE_LIMITER_KEYS = {
-    "min_size": ["kind", "min_size_to_sample"],
-    "sample_to_insert_ratio": ["kind", "samples_per_insert", "min_size_to_sample", "error_buffer"],
-    "queue": ["kind", "size"],
-    "stack": ["kind", "size"],
-    "custom": ["kind", "samples_per_insert", "min_size_to_sample", "min_diff", "max_diff"],
-}
-
-
 def _rate_limiter(config: Any, where: str) -> rate_limiters.RateLimiter:
     if not isinstance(config, dict):
         raise ConfigError(f'{where}: expected a table like {{kind = "min_size"}}')
-    _check_fields_of_kind(config, _RATE_LIMITER_KEYS, where)
-    kind = _choice(config, "kind", where, list(_RATE_LIMITER_KEYS), "rate limiter")
+    _check_fields_of_kind(config, RATE_LIMITER_KINDS, where)
+    kind = _choice(
+        config, _KIND_OF_RATE_LIMITER.key, where, _KIND_OF_RATE_LIMITER.choices, "rate limiter"
+    )
+    fields = RATE_LIMITER_KINDS[kind].settings
     try:
         if kind == "min_size":
-            return rate_limiters.MinSize(_at_least(config, "min_size_to_sample", where, 1))
+            return rate_limiters.MinSize(fields["min_size_to_sample"].read(config, where))
         if kind in ("queue", "stack"):
-            size = _at_least(config, "size", where, 1)
+            size = fields["size"].read(config, where)
             return rate_limiters.Queue(size) if kind == "queue" else rate_limiters.Stack(size)
-        samples_per_insert = _number(config, "samples_per_insert", where)
-        if samples_per_insert <= 0:
-            raise ConfigError(
-                f"{where}.samples_per_insert: must be positive, got {samples_per_insert:g}"
-            )
-        min_size = _at_least(config, "min_size_to_sample", where, 1)
+        samples_per_insert = fields["samples_per_insert"].read(config, where)
+        min_size = fields["min_size_to_sample"].read(config, where)
         if kind == "sample_to_insert_ratio":
-            buffer = _field(config, "error_buffer", where, (int, float, list))
+            error_buffer = fields["error_buffer"]
+            buffer = _field(config, error_buffer.key, where, error_buffer.kind)
             if isinstance(buffer, list):
                 if len(buffer) != 2 or not all(
                     isinstance(b, (int, float)) and not isinstance(b, bool) for b in buffer
@@ -344,13 +647,13 @@ def _rate_limiter(config: Any, where: str) -> rate_limiters.RateLimiter:
                     )
                 pair = _diffs(float(buffer[0]), float(buffer[1]), f"{where}.error_buffer")
                 return rate_limiters.SampleToInsertRatio(samples_per_insert, min_size, pair)
-            number = _number(config, "error_buffer", where)
-            if number < 0:
-                raise ConfigError(f"{where}.error_buffer: must be >= 0, got {number:g}")
+            number = _number(config, error_buffer.key, where)
+            if error_buffer.bounds is not None:
+                error_buffer.bounds.check(number, f"{where}.error_buffer")
             return rate_limiters.SampleToInsertRatio(samples_per_insert, min_size, number)
         min_diff, max_diff = _diffs(
-            _number(config, "min_diff", where, infinite=True),
-            _number(config, "max_diff", where, infinite=True),
+            fields["min_diff"].read(config, where),
+            fields["max_diff"].read(config, where),
             where,
         )
         return rate_limiters.RateLimiter(samples_per_insert, min_size, min_diff, max_diff)
@@ -376,14 +679,14 @@ def _signature(value: Any, where: str) -> Any:
     """A signature nest from TOML: a table with ``dtype`` is a spec, other tables are
     dicts, arrays are lists."""
     if isinstance(value, dict) and "dtype" in value:
-        _check_keys(value, ["dtype", "shape", "name"], where)
-        dtype = _field(value, "dtype", where, str)
-        shape = _field(value, "shape", where, list, [])
+        _check_keys(value, list(SPEC_SETTINGS), where)
+        dtype = SPEC_SETTINGS["dtype"].read(value, where)
+        shape = SPEC_SETTINGS["shape"].read(value, where)
         if not all(isinstance(dim, int) and not isinstance(dim, bool) for dim in shape):
             raise ConfigError(f"{where}.shape: expected a list of integers (-1: unknown)")
         if any(dim < -1 for dim in shape):
             raise ConfigError(f"{where}.shape: dimensions are >= 0, or -1 for unknown")
-        name = _field(value, "name", where, str, None)
+        name = SPEC_SETTINGS["name"].read(value, where)
         try:
             return TensorSpec([None if dim == -1 else dim for dim in shape], dtype, name)
         except _REFUSALS as error:
@@ -411,12 +714,12 @@ def default_tables() -> list[Table]:
 
 
 def tables_from_config(config: Mapping[str, Any]) -> list[Table]:
-    """Builds the tables of a parsed config (see the module docstring).
+    """Builds the tables of a parsed config (see :data:`TABLE_SETTINGS`).
 
     Raises:
       ConfigError: naming the first bad field.
     """
-    entries = _field(config, "tables", "config", list, None)
+    entries = TOP_LEVEL_SETTINGS["tables"].read(config, "config")
     if entries is None:
         return default_tables()
     if not entries:
@@ -427,19 +730,21 @@ def tables_from_config(config: Mapping[str, Any]) -> list[Table]:
         where = f"tables[{index}]"
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: expected a table")
-        _check_keys(entry, _TABLE_KEYS, where)
-        name = _field(entry, "name", where, str)
+        _check_keys(entry, list(TABLE_SETTINGS), where)
+        read = functools.partial(_read_in, TABLE_SETTINGS, entry, where)
+        name = read("name")
         if not name:
             raise ConfigError(f"{where}.name: must not be empty")
         if name in names:
             raise ConfigError(f"{where}.name: duplicate table name {name!r}")
         names.add(name)
-        max_size = _at_least(entry, "max_size", where, 1)
-        max_bytes = _at_least(entry, "max_bytes", where, 1, None)
-        sampler = _selector(_field(entry, "sampler", where, dict), f"{where}.sampler")
-        remover = _selector(_field(entry, "remover", where, dict), f"{where}.remover")
-        limiter = _rate_limiter(_field(entry, "rate_limiter", where, dict), f"{where}.rate_limiter")
-        max_times_sampled = _field(entry, "max_times_sampled", where, int, 0)
+        max_size = read("max_size")
+        max_bytes = read("max_bytes")
+        sampler = _selector(read("sampler"), f"{where}.sampler")
+        remover = _selector(read("remover"), f"{where}.remover")
+        limiter = _rate_limiter(read("rate_limiter"), f"{where}.rate_limiter")
+        max_times_sampled = read("max_times_sampled")
+        # A spec, or a table or an array of specs: _signature checks the kinds.
         signature = (
             _signature(entry["signature"], f"{where}.signature") if "signature" in entry else None
         )
@@ -475,7 +780,7 @@ def load_config(path: str) -> dict[str, Any]:
         raise ConfigError(f"config {path} is not valid TOML: {_one_line(error)}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"config {path} is not UTF-8 text") from None
-    _check_keys(config, _TOP_LEVEL_KEYS, "config")
+    _check_keys(config, list(TOP_LEVEL_SETTINGS), "config")
     return config
 
 
@@ -574,7 +879,7 @@ def limits_from_config(config: Mapping[str, Any]) -> ServerLimits:
 
 def log_level(flag: str | None, config: Mapping[str, Any]) -> int:
     """The logging level: ``--log-level``, else the config's ``log_level``, else INFO."""
-    name = flag or _field(config, "log_level", "config", str, "info")
+    name = flag or _read_in(TOP_LEVEL_SETTINGS, config, "config", "log_level")
     if name.lower() not in LOG_LEVELS:
         raise ConfigError(
             f"config.log_level: one of {', '.join(LOG_LEVELS)}, got {name!r}"
@@ -585,18 +890,18 @@ def log_level(flag: str | None, config: Mapping[str, Any]) -> int:
 
 def log_format(flag: str | None, config: Mapping[str, Any]) -> str:
     """The log format: ``--log-format``, else the config's ``log_format``, else text."""
-    name: str = flag or _field(config, "log_format", "config", str, "text")
-    if name not in LOG_FORMATS:
+    setting = TOP_LEVEL_SETTINGS["log_format"]
+    name: str = flag or setting.read(config, "config")
+    if name not in setting.choices:
         raise ConfigError(
             f"config.log_format: one of {', '.join(LOG_FORMATS)}, got {name!r}"
-            + _did_you_mean(name, LOG_FORMATS)
+            + _did_you_mean(name, setting.choices)
         )
     return name
 
 
 def _port(value: int, where: str) -> int:
-    if not 0 <= value <= 65535:
-        raise ConfigError(f"{where}: must be in 0..65535, got {value}")
+    _PORT_BOUNDS.check(value, where)
     return value
 
 
@@ -605,13 +910,14 @@ def metrics_port(flag: int | None, config: Mapping[str, Any]) -> int | None:
     None (no metrics)."""
     if flag is not None:
         return _port(flag, "--metrics-port")
-    port: int | None = _field(config, "metrics_port", "config", int, None)
-    return None if port is None else _port(port, "config.metrics_port")
+    port: int | None = _read_in(TOP_LEVEL_SETTINGS, config, "config", "metrics_port")
+    return port
 
 
 def port_from_config(config: Mapping[str, Any]) -> int:
     """The config's ``port`` (default 8000), checked to be in 0..65535."""
-    return _port(_field(config, "port", "config", int, DEFAULT_PORT), "config.port")
+    port: int = _read_in(TOP_LEVEL_SETTINGS, config, "config", "port")
+    return port
 
 
 def check_host(host: str, where: str) -> str:
@@ -647,19 +953,14 @@ class CheckpointSettings:
     """The daemon's checkpoint options, checked."""
 
     def __init__(self, config: Mapping[str, Any], where: str = "config.checkpoint_dir") -> None:
-        self.directory: str | None = _field(config, "checkpoint_dir", "config", str, None)
+        read = functools.partial(_read_in, TOP_LEVEL_SETTINGS, config, "config")
+        self.directory: str | None = read("checkpoint_dir")
         if self.directory == "":
             raise ConfigError(f"{where}: must not be empty")
-        interval = _number(config, "checkpoint_interval_seconds", "config", None)
-        if interval is not None and not 0 < interval <= _YEAR_S:
-            raise ConfigError(
-                f"config.checkpoint_interval_seconds: must be positive and at most a year "
-                f"({_YEAR_S} s), got {interval:g}"
-            )
-        self.interval: float | None = interval
-        self.on_shutdown: bool = _field(config, "checkpoint_on_shutdown", "config", bool, False)
-        self.keep: int = _at_least(config, "keep_checkpoints", "config", 1, 1)
-        self.on_mismatch: str = _field(config, "on_checkpoint_mismatch", "config", str, "warn")
+        self.interval: float | None = read("checkpoint_interval_seconds")
+        self.on_shutdown: bool = read("checkpoint_on_shutdown")
+        self.keep: int = read("keep_checkpoints")
+        self.on_mismatch: str = read("on_checkpoint_mismatch")
         if self.on_mismatch not in MISMATCH_POLICIES:
             raise ConfigError(
                 f'config.on_checkpoint_mismatch: must be "warn" or "refuse", got '
@@ -744,7 +1045,8 @@ def settings(args: argparse.Namespace) -> Settings:
         config = {**config, "checkpoint_dir": args.checkpoint_dir}
     level = log_level(args.log_level, config)
     format_ = log_format(args.log_format, config)
-    host: str | None = args.host or _field(config, "host", "config", str, None)
+    read = functools.partial(_read_in, TOP_LEVEL_SETTINGS, config, "config")
+    host: str | None = args.host or read("host")
     if host is not None:
         check_host(host, "--host" if args.host else "config.host")
     port = _port(args.port, "--port") if args.port is not None else config_port
@@ -755,9 +1057,7 @@ def settings(args: argparse.Namespace) -> Settings:
     if metrics is not None and metrics != 0 and metrics == port:
         where = "--metrics-port" if args.metrics_port is not None else "config.metrics_port"
         raise ConfigError(f"{where}: {metrics} is the server's port too")
-    files = [
-        getattr(args, key) or _field(config, key, "config", str, None) for key in _CREDENTIAL_KEYS
-    ]
+    files = [getattr(args, key) or read(key) for key in _CREDENTIAL_KEYS]
     try:
         token, tls = _auth.daemon_credentials(*files)
     except _REFUSALS as error:
@@ -820,9 +1120,10 @@ def _drain(fd: int) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m reverb_py.server",
-        description="reverb_py replay server. The config format, signals and exit "
-        "statuses: docs/configuration.md of the repository, or python -m pydoc "
-        "reverb_py.server._daemon.",
+        description="reverb_py replay server. Every config key (type, default, range), "
+        "the textproto form, checkpoints, signals and exit statuses: "
+        "docs/configuration.md (the documentation's Configuration page), or python -m "
+        "pydoc reverb_py.server._daemon.",
     )
     parser.add_argument(
         "--config",
@@ -846,7 +1147,8 @@ def _parser() -> argparse.ArgumentParser:
         help="serve Prometheus metrics at /metrics on this port (config key metrics_port)",
     )
     for key in _CREDENTIAL_KEYS:
-        parser.add_argument(f"--{key.replace('_', '-')}", metavar="PATH", help=f"config's {key}")
+        doc = TOP_LEVEL_SETTINGS[key].doc.replace("`", "")
+        parser.add_argument(f"--{key.replace('_', '-')}", metavar="PATH", help=doc)
     parser.add_argument(
         "--log-level",
         choices=list(LOG_LEVELS),
@@ -863,6 +1165,357 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"reverb_py {reverb_py.__version__}")
     return parser
+
+
+# ------------------------------------------------------------------ the reference
+#
+# docs/configuration.md shows what config_reference() renders from the declarations above,
+# ServerLimits' fields, the parser's flags and TEXTPROTO_FIELDS (its build inserts it).
+
+
+@dataclasses.dataclass(frozen=True)
+class ProtoField:
+    """A field of Reverb's ``ReverbServerConfig`` textproto and what it sets, in the
+    TOML config's terms (``toml`` empty: read and ignored)."""
+
+    message: str
+    field: str
+    toml: str
+    doc: str
+
+
+_COUNTER = "A checkpoint's counter."
+
+#: Every field of ``ReverbServerConfig`` and of the messages it holds (a signature's
+#: ``StructuredValue`` aside), by message.
+TEXTPROTO_FIELDS = (
+    ProtoField("ReverbServerConfig", "port", "`port`", "0 or absent: any free port."),
+    ProtoField(
+        "ReverbServerConfig", "tables", "`[[tables]]`", "One entry per table; at least one."
+    ),
+    ProtoField("PriorityTableCheckpoint", "table_name", "`name`", "Not empty, unique."),
+    ProtoField("PriorityTableCheckpoint", "sampler", "`sampler`", "A `KeyDistributionOptions`."),
+    ProtoField("PriorityTableCheckpoint", "remover", "`remover`", "A `KeyDistributionOptions`."),
+    ProtoField("PriorityTableCheckpoint", "max_size", "`max_size`", "Positive."),
+    ProtoField(
+        "PriorityTableCheckpoint", "max_times_sampled", "`max_times_sampled`", "Not negative."
+    ),
+    ProtoField(
+        "PriorityTableCheckpoint",
+        "rate_limiter",
+        '`rate_limiter` of `kind = "custom"`',
+        "A `RateLimiterCheckpoint`.",
+    ),
+    ProtoField(
+        "PriorityTableCheckpoint",
+        "signature",
+        "`signature`",
+        "A `StructuredValue`, as TensorFlow's structure coder writes it.",
+    ),
+    ProtoField("PriorityTableCheckpoint", "num_deleted_episodes", "", _COUNTER),
+    ProtoField("PriorityTableCheckpoint", "num_unique_samples", "", _COUNTER),
+    ProtoField("PriorityTableCheckpoint", "deprecated_items", "", "A checkpoint's items."),
+    ProtoField("KeyDistributionOptions", "fifo", '`kind = "fifo"`', "`fifo: true`."),
+    ProtoField("KeyDistributionOptions", "lifo", '`kind = "lifo"`', "`lifo: true`."),
+    ProtoField("KeyDistributionOptions", "uniform", '`kind = "uniform"`', "`uniform: true`."),
+    ProtoField(
+        "KeyDistributionOptions",
+        "prioritized",
+        '`kind = "prioritized"`',
+        "`prioritized { priority_exponent: 0.8 }`.",
+    ),
+    ProtoField(
+        "KeyDistributionOptions",
+        "heap",
+        '`kind = "min_heap"` or `"max_heap"`',
+        "`heap { min_heap: true }`, or `false`.",
+    ),
+    ProtoField("KeyDistributionOptions", "is_deterministic", "", ""),
+    ProtoField(
+        "KeyDistributionOptions.Prioritized",
+        "priority_exponent",
+        "`priority_exponent`",
+        "At least 0.",
+    ),
+    ProtoField(
+        "KeyDistributionOptions.Heap",
+        "min_heap",
+        '`kind = "min_heap"` (true) or `"max_heap"` (false)',
+        "",
+    ),
+    ProtoField("RateLimiterCheckpoint", "samples_per_insert", "`samples_per_insert`", "Positive."),
+    ProtoField("RateLimiterCheckpoint", "min_size_to_sample", "`min_size_to_sample`", "Positive."),
+    ProtoField("RateLimiterCheckpoint", "min_diff", "`min_diff`", ""),
+    ProtoField("RateLimiterCheckpoint", "max_diff", "`max_diff`", "Not below `min_diff`."),
+    ProtoField("RateLimiterCheckpoint", "sample_count", "", _COUNTER),
+    ProtoField("RateLimiterCheckpoint", "insert_count", "", _COUNTER),
+    ProtoField("RateLimiterCheckpoint", "delete_count", "", _COUNTER),
+)
+
+#: A signature in TOML, shown by the reference.
+SIGNATURE_EXAMPLE = """\
+[tables.signature]
+observation = {dtype = "float32", shape = [84, 84, 4]}
+action = {dtype = "int32"}
+"""
+
+#: The parts of the reference, as :func:`config_reference` names them.
+REFERENCE_PARTS = ("flags", "keys", "limits", "textproto")
+
+
+def config_reference(part: str | None = None) -> str:
+    """The daemon's configuration reference, in Markdown: ``part`` of it (one of
+    :data:`REFERENCE_PARTS`: the command-line flags, the TOML keys, ``[limits]``, the
+    textproto's fields), or all of them.
+
+    Rendered from the declarations the daemon validates with (:data:`TOP_LEVEL_SETTINGS`,
+    :data:`TABLE_SETTINGS`, :data:`SELECTOR_KINDS`, :data:`RATE_LIMITER_KINDS`,
+    :data:`SPEC_SETTINGS`), :class:`ServerLimits`' fields and docs, the daemon's argument
+    parser and :data:`TEXTPROTO_FIELDS`; ``docs/configuration.md`` shows it.
+
+    Raises:
+      ValueError: an unknown part, or a limit without a doc.
+    """
+    render = {
+        "flags": _flags_reference,
+        "keys": _keys_reference,
+        "limits": _limits_reference,
+        "textproto": _textproto_reference,
+    }
+    if part is None:
+        return "\n".join(render[name]() for name in REFERENCE_PARTS)
+    if part not in render:
+        raise ValueError(f"unknown reference part {part!r} (one of: {', '.join(render)})")
+    return render[part]()
+
+
+def _sentence(text: str) -> str:
+    """``text`` with a capital and a full stop."""
+    text = text.strip()
+    if not text:
+        return text
+    return text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(" --- " for _ in header) + "|",
+        *("| " + " | ".join(_cell(cell) for cell in row) + " |" for row in rows),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _toml(value: Any) -> str:
+    """``value`` as TOML writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, int):
+        return f"{value:_}" if abs(value) >= 10_000 else str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(item) for item in value) + "]"
+    return str(value)
+
+
+def _type_words(setting: Setting) -> str:
+    if setting.type_words:
+        return setting.type_words
+    names = {int: "integer", str: "string", bool: "boolean", dict: "table", list: "array"}
+    if setting.kind == _NUMBER:
+        return "number"
+    kinds = setting.kind if isinstance(setting.kind, tuple) else (setting.kind,)
+    return " or ".join(names[kind] for kind in kinds)
+
+
+def _default_words(setting: Setting) -> str:
+    if setting.default_words:
+        return setting.default_words
+    if setting.default is REQUIRED:
+        return "required"
+    return f"`{_toml(setting.default)}`"
+
+
+def _range_words(setting: Setting) -> str:
+    if setting.choices:
+        return "one of " + ", ".join(f"`{choice}`" for choice in setting.choices)
+    if setting.bounds is not None:
+        return setting.bounds.words(setting.kind is int)
+    if setting.infinite:
+        return "any number, `inf` and `-inf` too"
+    return ""
+
+
+def _setting_row(setting: Setting, name: str = "") -> list[str]:
+    return [
+        f"`{name or setting.key}`",
+        _type_words(setting),
+        _default_words(setting),
+        _range_words(setting),
+        setting.doc,
+    ]
+
+
+_SETTING_HEADER = ("key", "type", "default", "range", "what")
+
+
+def _flags_of(parser: argparse.ArgumentParser) -> dict[str, list[argparse.Action]]:
+    """The parser's actions by destination, in order (other spellings with the first)."""
+    by_dest: dict[str, list[argparse.Action]] = {}
+    for action in parser._actions:
+        by_dest.setdefault(action.dest, []).append(action)
+    return by_dest
+
+
+def _invocation(action: argparse.Action) -> str:
+    """``--port PORT``: how a flag is written."""
+    if action.nargs == 0:
+        return ", ".join(action.option_strings)
+    if action.metavar is not None:
+        value = str(action.metavar)
+    elif action.choices is not None:
+        value = "{" + ",".join(str(choice) for choice in action.choices) + "}"
+    else:
+        value = action.dest.upper()
+    return ", ".join(f"{option} {value}" for option in action.option_strings)
+
+
+def _flags_reference() -> str:
+    rows = []
+    for dest, actions in _flags_of(_parser()).items():
+        shown = [action for action in actions if action.help != argparse.SUPPRESS]
+        others = [
+            o
+            for action in actions
+            if action.help == argparse.SUPPRESS
+            for o in action.option_strings
+        ]
+        flag = " ".join(f"`{_invocation(action)}`" for action in shown)
+        if others:
+            flag += " (also " + ", ".join(f"`{option}`" for option in others) + ")"
+        key = f"`{dest}`" if dest in TOP_LEVEL_SETTINGS else ""
+        rows.append([flag, key, _sentence(" ".join(action.help or "" for action in shown))])
+    return _table(("flag", "config key", "what"), rows)
+
+
+def _kinds_reference(title: str, intro: str, kind_key: Setting, kinds: Mapping[str, Kind]) -> str:
+    text = [
+        f"### {title}\n",
+        intro + "\n",
+        _table(
+            ("kind", "keys", "what"),
+            [
+                [f"`{name}`", ", ".join(f"`{key}`" for key in kind.settings), kind.doc]
+                for name, kind in kinds.items()
+            ],
+        ),
+    ]
+    rows = [_setting_row(kind_key)]
+    seen: list[Setting] = []
+    for kind in kinds.values():
+        for setting in kind.settings.values():
+            if setting not in seen:
+                seen.append(setting)
+                rows.append(_setting_row(setting))
+    if len(rows) > 1:
+        text.append(_table(_SETTING_HEADER, rows))
+    return "\n".join(text)
+
+
+def _keys_reference() -> str:
+    flags = {
+        dest: [a for a in actions if a.help != argparse.SUPPRESS]
+        for dest, actions in _flags_of(_parser()).items()
+    }
+    rows = []
+    for setting in TOP_LEVEL_SETTINGS.values():
+        row = _setting_row(setting)
+        overridden = flags.get(setting.key, [])
+        if overridden:
+            row[-1] += " Flag: " + ", ".join(f"`{a.option_strings[0]}`" for a in overridden) + "."
+        rows.append(row)
+    return "\n".join(
+        [
+            "### Top-level keys\n",
+            _table(_SETTING_HEADER, rows),
+            "### `[[tables]]`\n",
+            _table(_SETTING_HEADER, [_setting_row(s) for s in TABLE_SETTINGS.values()]),
+            _kinds_reference(
+                "Selectors",
+                '`sampler` and `remover` are each a table such as `{kind = "fifo"}`: a `kind` '
+                "and that kind's keys.",
+                _KIND_OF_SELECTOR,
+                SELECTOR_KINDS,
+            ),
+            _kinds_reference(
+                "Rate limiters",
+                '`rate_limiter` is a table such as `{kind = "min_size", min_size_to_sample = '
+                "1}`: a `kind` and that kind's keys.",
+                _KIND_OF_RATE_LIMITER,
+                RATE_LIMITER_KINDS,
+            ),
+            "### Signatures\n",
+            "A `signature` is a spec (a table with `dtype`), or a table of signatures (a "
+            "dict) or an array of them (a list):\n",
+            _table(_SETTING_HEADER, [_setting_row(s) for s in SPEC_SETTINGS.values()]),
+            "```toml\n" + SIGNATURE_EXAMPLE + "```\n",
+        ]
+    )
+
+
+def _attribute_docs(cls: type) -> dict[str, str]:
+    """The ``Attributes:`` section of a class's (Google-style) docstring, by name, as
+    Markdown."""
+    doc = inspect.cleandoc(cls.__doc__ or "")
+    _, _, section = doc.partition("\nAttributes:\n")
+    docs: dict[str, str] = {}
+    name = None
+    for line in section.splitlines():
+        if line and not line.startswith(" "):
+            break  # The next section.
+        entry = re.match(r"^  (\w+): (.*)$", line)
+        if entry:
+            name = entry.group(1)
+            docs[name] = entry.group(2)
+        elif name is not None and line.strip():
+            docs[name] += " " + line.strip()
+    return {key: value.replace("``", "`") for key, value in docs.items()}
+
+
+def _bytes_words(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} bytes"
+
+
+def _limits_reference() -> str:
+    docs = _attribute_docs(ServerLimits)
+    rows = []
+    for field in dataclasses.fields(ServerLimits):
+        if not docs.get(field.name):
+            raise ValueError(f"ServerLimits.{field.name} has no doc in its Attributes")
+        default = field.default
+        words = f"`{_toml(default)}`"
+        if isinstance(default, int) and field.name.endswith("_bytes"):
+            words += f" ({_bytes_words(default)})"
+        rows.append([f"`{field.name}`", words, docs[field.name]])
+    return "Each is an integer, positive; 0 or -1 lifts the bound.\n\n" + _table(
+        ("key", "default", "what"), rows
+    )
+
+
+def _textproto_reference() -> str:
+    rows = [
+        [f"`{row.message}`", f"`{row.field}`", row.toml or "ignored (as by Reverb)", row.doc]
+        for row in TEXTPROTO_FIELDS
+    ]
+    return _table(("message", "field", "TOML", "what"), rows)
 
 
 class _Signals:

@@ -25,8 +25,8 @@ class ServerLimits:
     Attributes:
       max_message_bytes: The largest request the server reads (gRPC's
         ``max_receive_message_length``); a larger one is refused by gRPC with
-        ``RESOURCE_EXHAUSTED`` before it is read. 256 MiB: a writer's request holds the
-        chunks of one flush, far less.
+        ``RESOURCE_EXHAUSTED`` before it is read. Below 2 GiB (gRPC's bound). 256 MiB: a
+        writer's request holds the chunks of one flush, far less.
       max_streams: Insert and sample streams open at once, over all clients. 1,024.
       max_stream_chunk_bytes: Chunk bytes one insert stream keeps between requests
         (the chunks its ``keep_chunk_keys`` name, which later items may reference). A
