@@ -270,6 +270,15 @@ TOP_LEVEL_SETTINGS = _settings(
         False,
     ),
     Setting(
+        "shutdown_grace_seconds",
+        _NUMBER,
+        "When SIGINT or SIGTERM stops the daemon (after the shutdown checkpoint), how long "
+        "calls still open (writers' and samplers' streams) get to end before they are "
+        "cancelled.",
+        1.0,
+        Bounds(0, 3600, high_words="an hour (3600 s)"),
+    ),
+    Setting(
         "keep_checkpoints",
         int,
         "How many complete checkpoints are kept in `checkpoint_dir` (older ones are removed).",
@@ -1029,6 +1038,7 @@ class Settings:
     metrics_port: int | None
     token: str | None
     tls: _auth.ServerTLS | None
+    shutdown_grace: float = 1.0
 
 
 def settings(args: argparse.Namespace) -> Settings:
@@ -1063,7 +1073,10 @@ def settings(args: argparse.Namespace) -> Settings:
     except _REFUSALS as error:
         raise ConfigError(_one_line(error)) from None
     check_tls_files(files[1], files[2], files[3])
-    return Settings(tables, host, port, checkpoints, limits, level, format_, metrics, token, tls)
+    grace = float(read("shutdown_grace_seconds"))
+    return Settings(
+        tables, host, port, checkpoints, limits, level, format_, metrics, token, tls, grace
+    )
 
 
 def check_checkpoint_dir(path: str) -> None:
@@ -1571,8 +1584,9 @@ def _flush_logs() -> None:
         handler.flush()
 
 
-def _serve(server: Server, checkpoints: CheckpointSettings, signals: _Signals) -> int:
-    """Serves until SIGINT/SIGTERM, then stops; the exit status."""
+def _serve(server: Server, checkpoints: CheckpointSettings, signals: _Signals, grace: float) -> int:
+    """Serves until SIGINT/SIGTERM, then stops (open calls get ``grace`` seconds); the
+    exit status."""
     stopped: list[bool] = []  # Whether the shutdown checkpoint (if any) was written.
     stop_signals = 0
 
@@ -1581,7 +1595,7 @@ def _serve(server: Server, checkpoints: CheckpointSettings, signals: _Signals) -
         try:
             if checkpoints.on_shutdown:
                 saved = _checkpoint(server, "shutdown")
-            server.stop(grace=1.0)
+            server.stop(grace=grace)
         except Exception as error:  # noqa: BLE001 - the log and the status say it.
             _logger.error("stopping failed: %s", error)
             saved = False
@@ -1675,6 +1689,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "--checkpoint-dir)",
                 getattr(server.checkpointer, "path", "a temporary directory"),
             )
-        return _serve(server, checkpoints, signals)
+        return _serve(server, checkpoints, signals, checked.shutdown_grace)
     finally:
         signals.close()

@@ -223,6 +223,7 @@ TOP_LEVEL_VALUES: dict[str, Any] = {
     "checkpoint_dir": "{tmp}/checkpoints",
     "checkpoint_interval_seconds": 600,
     "checkpoint_on_shutdown": True,
+    "shutdown_grace_seconds": 5,
     "keep_checkpoints": 2,
     "on_checkpoint_mismatch": "refuse",
     "limits": {"max_streams": 10},
@@ -342,6 +343,7 @@ def test_every_documented_top_level_and_table_key_is_accepted(
     assert settings.host == "localhost"
     assert settings.checkpoints.interval == 600.0
     assert settings.checkpoints.on_shutdown and settings.checkpoints.keep == 2
+    assert settings.shutdown_grace == 5.0
     assert settings.checkpoints.on_mismatch == "refuse"
     assert settings.limits.max_streams == 10
     assert settings.log_format == "json" and settings.metrics_port == 0

@@ -766,10 +766,13 @@ def test_the_checkpoint_load_is_logged_as_it_begins(tmp_path) -> None:
 # ------------------------------------------------------------------ signals
 
 
-def serving_daemon_with_shutdown_checkpoint(tmp_path: pathlib.Path) -> tuple[Any, str]:
+def serving_daemon_with_shutdown_checkpoint(
+    tmp_path: pathlib.Path, extra: str = ""
+) -> tuple[Any, str]:
     config = tmp_path / "server.toml"
     config.write_text(
         f'port = 0\ncheckpoint_dir = "{tmp_path / "ckpt"}"\ncheckpoint_on_shutdown = true\n'
+        + extra
         + table_toml(10, '{kind = "uniform"}')
     )
     process = start("--config", str(config))
@@ -797,12 +800,14 @@ def test_sighup_is_logged_and_ignored(tmp_path) -> None:
 def test_a_second_signal_while_stopping_is_logged_and_a_third_forces_exit(
     tmp_path, signals
 ) -> None:
-    process, address = serving_daemon_with_shutdown_checkpoint(tmp_path)
+    # An insert stream left open holds the stop for the grace period after the shutdown
+    # checkpoint: ten minutes here, so the stop waits until the test closes the stream.
+    process, address = serving_daemon_with_shutdown_checkpoint(
+        tmp_path, "shutdown_grace_seconds = 600\n"
+    )
     lines: list[str] = []
     try:
         client = reverb_py.Client(address)
-        # An insert stream left open holds the stop for its grace period (a second)
-        # after the shutdown checkpoint.
         writer = client.writer(1)
         writer.append([1.0])
         writer.create_item("replay", 1, 1.0)
@@ -815,6 +820,8 @@ def test_a_second_signal_while_stopping_is_logged_and_a_third_forces_exit(
         assert "send again to force exit" in line
         if signals == 3:
             process.send_signal(signal.SIGTERM)
+        else:
+            writer.close()  # the stop goes on
         assert process.stdout is not None
         lines.extend(process.stdout)
         process.wait(timeout=60)
