@@ -31,7 +31,11 @@ from reverb_py._client.channel import (
 )
 from reverb_py._client.credentials import ClientCredentials
 from reverb_py._client.mutations import MutateStreams
-from reverb_py._client.sampling import spread_sample_stream, to_replay_samples
+from reverb_py._client.sampling import (
+    DEFAULT_WAIT_REPORT_S,
+    spread_sample_stream,
+    to_replay_samples,
+)
 from reverb_py._client.shared_insert import InsertStreamPool, SharedInsertMember
 from reverb_py._client.targets import SERVER_ID_HEADER, addresses, num_shards
 from reverb_py._codec import nest
@@ -293,12 +297,15 @@ class Client:
         emit_timesteps: bool = True,
         unpack_as_table_signature: bool = False,
         rate_limiter_timeout_ms: int | None = None,
+        wait_report_s: float | None = DEFAULT_WAIT_REPORT_S,
     ) -> AsyncIterator[ReplaySample | list[ReplaySample]]:
         """Yields ``num_samples`` samples of ``table`` (an async iterator).
 
         All samples are asked for in one request; the server packs many per response.
         Waits while the rate limiter forbids sampling, at most
-        ``rate_limiter_timeout_ms`` when given.
+        ``rate_limiter_timeout_ms`` when given; every ``wait_report_s`` seconds of waiting
+        it logs (INFO, logger ``reverb_py``) what the table's rate limiter waits for
+        (None: never).
 
         Yields:
           With ``emit_timesteps`` (the default) a list of :class:`ReplaySample`, one per
@@ -308,7 +315,12 @@ class Client:
         if unpack_as_table_signature:
             signature = await self._table_signature(table)
         async for info, columns in spread_sample_stream(
-            self.channel(), table, num_samples, rate_limiter_timeout_ms, self._num_shards()
+            self.channel(),
+            table,
+            num_samples,
+            rate_limiter_timeout_ms,
+            self._num_shards(),
+            wait_report_s,
         ):
             yield to_replay_samples(
                 info, columns, emit_timesteps=emit_timesteps, signature=signature

@@ -23,6 +23,7 @@ from reverb_py._client.channel import (
     shared_loop_thread,
 )
 from reverb_py._client.mutations import BlockingMutateStreams
+from reverb_py._client.sampling import DEFAULT_WAIT_REPORT_S
 from reverb_py._client.targets import num_shards
 from reverb_py._status import error_from_rpc
 from reverb_py._writer import engine, factory
@@ -242,11 +243,14 @@ class Client:
         emit_timesteps: bool = True,
         unpack_as_table_signature: bool = False,
         rate_limiter_timeout_ms: int | None = None,
+        wait_report_s: float | None = DEFAULT_WAIT_REPORT_S,
     ) -> Iterator[ReplaySample | list[ReplaySample]]:
         """A generator of ``num_samples`` samples of ``table``.
 
         Nothing is requested before the first ``next()``. Blocks while the rate limiter
-        forbids sampling (at most ``rate_limiter_timeout_ms`` when given).
+        forbids sampling (at most ``rate_limiter_timeout_ms`` when given); every
+        ``wait_report_s`` seconds of waiting it logs (INFO, logger ``reverb_py``) what the
+        table's rate limiter waits for (None: never).
 
         Yields:
           With ``emit_timesteps`` (the default) a list of :class:`ReplaySample`, one per
@@ -255,7 +259,12 @@ class Client:
         if num_samples < 1:
             raise errors.InvalidArgumentError(f"num_samples must be >= 1, got {num_samples}.")
         return self._sample(
-            table, num_samples, emit_timesteps, unpack_as_table_signature, rate_limiter_timeout_ms
+            table,
+            num_samples,
+            emit_timesteps,
+            unpack_as_table_signature,
+            rate_limiter_timeout_ms,
+            wait_report_s,
         )
 
     def _sample(
@@ -265,6 +274,7 @@ class Client:
         emit_timesteps: bool,
         unpack_as_table_signature: bool,
         rate_limiter_timeout_ms: int | None,
+        wait_report_s: float | None,
     ) -> Iterator[ReplaySample | list[ReplaySample]]:
         results: queue.SimpleQueue[Any] = queue.SimpleQueue()
         stop = threading.Event()
@@ -287,6 +297,7 @@ class Client:
                     emit_timesteps=emit_timesteps,
                     unpack_as_table_signature=unpack_as_table_signature,
                     rate_limiter_timeout_ms=rate_limiter_timeout_ms,
+                    wait_report_s=wait_report_s,
                 ):
                     results.put(sample)
                     if stop.is_set():

@@ -28,6 +28,7 @@ from typing import Any
 from reverb_py import errors
 from reverb_py._client import datasets
 from reverb_py._client.credentials import ClientCredentials
+from reverb_py._client.sampling import DEFAULT_WAIT_REPORT_S
 from reverb_py._codec import nest
 from reverb_py._codec.dtypes import normalize_dtype, tf_dtype_name
 from reverb_py._codec.signature import flatten_signature
@@ -209,7 +210,9 @@ class _SampleIterator:
         root_certificates: bytes | str | None = None,
         private_key: bytes | str | None = None,
         certificate_chain: bytes | str | None = None,
+        wait_report_s: float | None = DEFAULT_WAIT_REPORT_S,
     ) -> None:
+        self._wait_report_s = wait_report_s
         # As a Client's: None reads REVERB_PY_TOKEN / REVERB_PY_TOKEN_FILE.
         self._credential_args = (token, root_certificates, private_key, certificate_chain)
         self._credentials = ClientCredentials(*self._credential_args)
@@ -254,6 +257,7 @@ class _SampleIterator:
         root_certificates: bytes | str | None = None,
         private_key: bytes | str | None = None,
         certificate_chain: bytes | str | None = None,
+        wait_report_s: float | None = DEFAULT_WAIT_REPORT_S,
     ) -> Any:
         """An iterator whose dtypes and shapes are the table's signature.
 
@@ -282,6 +286,7 @@ class _SampleIterator:
             root_certificates=root_certificates,
             private_key=private_key,
             certificate_chain=certificate_chain,
+            wait_report_s=wait_report_s,
         )
 
     @property
@@ -322,6 +327,7 @@ class _SampleIterator:
             copy=self._batch_size is None,
             credentials=self._credentials,
             batch=None if self._timesteps else self._batch_size,
+            wait_report_s=self._wait_report_s,
         )
         shape = datasets.timesteps if self._timesteps else datasets.trajectories
         self._sampler = sampler
@@ -375,6 +381,8 @@ class TrajectoryIterator(_SampleIterator):
       max_samples: samples in all (-1: no limit); no more are asked for.
       batch_size: yield batches of this many samples (None: single samples).
       drop_remainder: drop a last batch smaller than ``batch_size``.
+      wait_report_s: while it waits without a sample, log (INFO, logger ``reverb_py``)
+        what the table's rate limiter waits for, every this many seconds (None: never).
 
     Raises:
       ValueError: an option out of range, or dtypes and shapes of different structure.

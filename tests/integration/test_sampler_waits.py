@@ -11,7 +11,7 @@ import grpc
 import numpy as np
 import pytest
 
-from reverb_py import rate_limiters, selectors
+from reverb_py import errors, rate_limiters, selectors
 from reverb_py._client import datasets
 from reverb_py._client.sampling import describe_wait, sample_stream
 from reverb_py._proto import schema_pb2
@@ -120,3 +120,40 @@ def test_the_wait_is_described_from_the_table_info() -> None:
         "table 'replay': 80 samples of 40 inserts at samples_per_insert 2: 1 more insert needed"
     )
     assert "sampling allowed now" in describe_wait("replay", info(40, 40, 10, 2.0, 0.0))
+
+
+def test_client_sample_and_data_iterators_take_the_interval(server: Server, waits: Waits) -> None:
+    """The public sampling calls pass ``wait_report_s`` on."""
+    from reverb_py import data
+    from reverb_py.client import Client
+
+    ended: list[object] = []
+
+    def take(iterator: Iterator[object]) -> None:
+        try:
+            ended.append(next(iterator, None))
+        except errors.CancelledOperationError as error:  # the server stopped under it
+            ended.append(error)
+
+    iterator = data.TrajectoryIterator(server.address, "replay", None, None, 1, wait_report_s=0.05)
+    waiting = threading.Thread(target=take, args=(iterator,))
+    waiting.start()
+    try:
+        assert waits.seen.wait(30)
+    finally:
+        iterator.close()
+        waiting.join(30)
+    assert not waiting.is_alive() and ended == [None]
+    assert waits.messages[0].endswith(f" s: {MESSAGE}"), waits.messages
+
+    waits.seen.clear()
+    samples = Client(server.address).sample("replay", 1, wait_report_s=0.05)
+    waiting = threading.Thread(target=take, args=(samples,))
+    waiting.start()
+    try:
+        assert waits.seen.wait(30)
+    finally:
+        server.stop()  # the table can never hold 1000 items: stopping ends the wait
+        waiting.join(30)
+    assert not waiting.is_alive() and len(ended) == 2
+    assert isinstance(ended[1], errors.CancelledOperationError), ended
