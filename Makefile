@@ -99,8 +99,8 @@ $(FRAMEWORKS_VENV)/.installed: pyproject.toml setup.py
 	touch $@
 
 test-frameworks: build $(FRAMEWORKS_VENV)/.installed
-	REVERB_PY_FRAMEWORKS_TESTS=1 REVERB_PY_REQUIRE_SPEEDUPS=1 $(FRAMEWORKS_PY) -m pytest tests/frameworks -m frameworks -p no:cacheprovider $(PYTEST_ARGS)
-	REVERB_PY_FRAMEWORKS_TESTS=1 REVERB_PY_NO_EXTENSIONS=1 $(FRAMEWORKS_PY) -m pytest tests/frameworks -m frameworks -p no:cacheprovider $(PYTEST_ARGS)
+	REVERB_PY_FRAMEWORKS_TESTS=1 REVERB_PY_REQUIRE_SPEEDUPS=1 $(FRAMEWORKS_PY) -m pytest tests/frameworks tests/docs/test_readme_and_examples.py -m frameworks -p no:cacheprovider $(PYTEST_ARGS)
+	REVERB_PY_FRAMEWORKS_TESTS=1 REVERB_PY_NO_EXTENSIONS=1 $(FRAMEWORKS_PY) -m pytest tests/frameworks tests/docs/test_readme_and_examples.py -m frameworks -p no:cacheprovider $(PYTEST_ARGS)
 
 # Ray, an optional extra of reverb_py (`reverb_py.ray`), in its own environment; the
 # compiled modules built in place by `build` serve it too (same Python).
