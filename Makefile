@@ -23,6 +23,8 @@
 #   make test-pythons  the suite, compiled, on Python 3.10 and 3.13 (.venv-py3.10, .venv-py3.13)
 #   make test-beside-reverb  pip-install reverb_py beside TensorFlow 2.15 and dm-reverb 0.14
 #   make test-beside-tf-agents  pip resolves reverb_py with TF-Agents 0.19 and TensorFlow 2.15
+#   make test-adoption  TF-Agents 0.19 and Acme 0.4, and their own Reverb tests, on the
+#                 wheel through `import reverb` (.venv-adoption)
 #   make docs     the documentation site (MkDocs, strict) into build/site (.venv-docs)
 
 PYTHON ?= python3
@@ -41,7 +43,7 @@ FRAMEWORKS_VENV ?= .venv-frameworks
 FRAMEWORKS_PY := $(FRAMEWORKS_VENV)/bin/python
 FRAMEWORKS ?= tensorflow==2.21.0 torch==2.13.0 tensordict==0.15.3 jax==0.10.2 jaxlib==0.10.2
 
-.PHONY: test lint typecheck test-debug test-packaging test-frameworks test-ray test-oldest test-beside-reverb test-beside-tf-agents test-pythons \
+.PHONY: test lint typecheck test-debug test-packaging test-frameworks test-ray test-oldest test-beside-reverb test-beside-tf-agents test-adoption adoption-dm-list test-pythons \
 	fuzz soak run build debug protos bench interop docs clean
 
 # An editable install leaves out reverb_py-as-reverb.pth (BuildPy in setup.py puts it in
@@ -205,6 +207,64 @@ test-beside-tf-agents: $(VENV)/.installed
 			{n: found[n] for n in ('grpcio', 'protobuf', 'numpy', 'typing-extensions')})" \
 		build/beside-tf-agents/report.json
 
+# TF-Agents 0.19 and Acme 0.4 running unchanged on reverb_py through `import reverb`. A
+# fresh $(REVERB_PYTHON) environment gets the pure wheel of this checkout with TF-Agents
+# and TensorFlow in one pip command (the proof that they resolve together), then what
+# TF-Agents' and Acme's code and tests import that TF-Agents does not pull in, then
+# dm-acme without its stale pins (dm-launchpad, TensorFlow 2.8); never dm-reverb. Then:
+# tests/adoption (TF-Agents and Acme programs switched to reverb_py as users would), and
+# TF-Agents' and Acme's own Reverb tests from site-packages with REVERB_PY_AS_REVERB=1,
+# each test that passes on dm-reverb 0.14 (tests/adoption/upstream/passing_on_dm_reverb.txt,
+# made by `make adoption-dm-list`) required to pass (JUnit report build/adoption/upstream.xml).
+ADOPTION_VENV ?= .venv-adoption
+ADOPTION_PY := $(ADOPTION_VENV)/bin/python
+# jax 0.4.13: Acme 0.4's adders use jax.numpy.DeviceArray (gone from later releases).
+ADOPTION_EXTRAS ?= dm-env==1.6 rlds==0.1.8 mock==5.2.0 portpicker==1.6.0 \
+	jax==0.4.13 jaxlib==0.4.13 scipy==1.17.1 \
+	pytest==8.4.2 pytest-asyncio==1.1.0 pytest-timeout==2.4.0
+# Acme 0.4.0 is the last release; 42 of its 45 adder tests fail on dm-reverb 0.14 as on
+# reverb_py (they pass get_signature_timeout_ms to Client.trajectory_writer, dropped in
+# Reverb 0.10), so the list holds its other 3.
+ADOPTION_ACME ?= dm-acme==0.4.0
+ADOPTION_LIST := tests/adoption/upstream/passing_on_dm_reverb.txt
+# pip check, less dm-acme's dm-launchpad (no Python 3.11 release; tests/adoption/stand_ins).
+define adoption_pip_check
+	mkdir -p $(dir $(2))
+	$(1) -m pip check > $(2) || true
+	@! grep -v -e '^dm-acme 0.4.0 requires dm-launchpad' -e '^No broken requirements' $(2)
+endef
+
+test-adoption: $(VENV)/.installed
+	rm -rf $(ADOPTION_VENV) build/adoption
+	REVERB_PY_NO_EXTENSIONS=1 $(PY) -m pip wheel --quiet --no-deps --no-build-isolation \
+		-w build/adoption .
+	$(REVERB_PYTHON) -m venv $(ADOPTION_VENV)
+	$(ADOPTION_PY) -m pip install --quiet --upgrade pip
+	$(ADOPTION_PY) -m pip install --quiet $(TF_AGENTS_PINS) build/adoption/reverb_py-*.whl
+	$(ADOPTION_PY) -m pip install --quiet $(ADOPTION_EXTRAS)
+	$(ADOPTION_PY) -m pip install --quiet --no-deps $(ADOPTION_ACME)
+	@! $(ADOPTION_PY) -m pip show --quiet dm-reverb 2>/dev/null || \
+		{ echo "reverb_py: dm-reverb got into $(ADOPTION_VENV)"; exit 1; }
+	$(call adoption_pip_check,$(ADOPTION_PY),build/adoption/pip-check.txt)
+	REVERB_PY_ADOPTION_TESTS=1 $(ADOPTION_PY) -m pytest tests/adoption -m adoption \
+		-p no:cacheprovider $(PYTEST_ARGS)
+	REVERB_PY_AS_REVERB=1 $(ADOPTION_PY) tests/adoption/upstream/run.py \
+		--junit build/adoption/upstream.xml --expect $(ADOPTION_LIST)
+
+# The list of TF-Agents' and Acme's tests that pass on dm-reverb 0.14.0: the same
+# packages with dm-reverb in place of reverb_py (not part of CI; review the diff).
+ADOPTION_DM_VENV ?= .venv-adoption-dm
+adoption-dm-list:
+	rm -rf $(ADOPTION_DM_VENV)
+	$(REVERB_PYTHON) -m venv $(ADOPTION_DM_VENV)
+	$(ADOPTION_DM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(ADOPTION_DM_VENV)/bin/python -m pip install --quiet $(TF_AGENTS_PINS) dm-reverb==0.14.0
+	$(ADOPTION_DM_VENV)/bin/python -m pip install --quiet $(ADOPTION_EXTRAS)
+	$(ADOPTION_DM_VENV)/bin/python -m pip install --quiet --no-deps $(ADOPTION_ACME)
+	$(call adoption_pip_check,$(ADOPTION_DM_VENV)/bin/python,build/adoption-dm-pip-check.txt)
+	$(ADOPTION_DM_VENV)/bin/python tests/adoption/upstream/run.py \
+		--junit build/adoption-dm-reverb.xml --record $(ADOPTION_LIST)
+
 # The status page rendered by headless Chromium (Debian's `chromium`; CI installs it).
 test-browser: build
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
@@ -273,6 +333,6 @@ interop: build $(REVERB_VENV)/.installed
 		$(PY) -m pytest tests/interop -p no:cacheprovider $(PYTEST_ARGS)
 
 clean:
-	rm -rf build dist $(VENV) .venv-py* $(REVERB_VENV) $(FRAMEWORKS_VENV) $(RAY_VENV) $(OLDEST_VENV) $(BESIDE_VENV) $(DOCS_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
+	rm -rf build dist $(VENV) .venv-py* $(REVERB_VENV) $(FRAMEWORKS_VENV) $(RAY_VENV) $(OLDEST_VENV) $(BESIDE_VENV) $(DOCS_VENV) $(ADOPTION_VENV) $(ADOPTION_DM_VENV) *.egg-info _speedups/*.cpp _speedups/*.html \
 		reverb_py/_writer/*.cpp reverb_py/_writer/*.html
 	find reverb_py -name '*.so' -delete -o -name '*.pyd' -delete
