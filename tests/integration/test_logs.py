@@ -256,7 +256,12 @@ def test_the_daemon_logs_json_and_one_line_per_checkpoint(tmp_path: pathlib.Path
     records = [json.loads(line) for line in lines if not GRPC_CORE_LINE.match(line)]
     assert {record["pid"] for record in records} == {process.pid}
     assert records[0]["logger"] == "reverb_py"
-    about = [r["message"] for r in records if "checkpoint" in r["message"]]
+    # (google-crc32c's warning of a slow checksum path depends on the environment.)
+    about = [
+        r["message"]
+        for r in records
+        if "checkpoint" in r["message"] and not r["message"].startswith("google-crc32c")
+    ]
     assert len(about) == 1, about
     assert re.match(r"shutdown checkpoint written to \S+ in \d+\.\d{3} s \(1 tables", about[0])
 
