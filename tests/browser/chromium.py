@@ -19,6 +19,17 @@ import time
 from typing import Any
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# Headless, and nothing that reaches out of this machine.
+HEADLESS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 
 
 def _above_nine(fd: int) -> int:
@@ -39,14 +50,7 @@ class Chromium:
         chrome_read, chrome_write = (_above_nine(fd) for fd in (chrome_read, chrome_write))
         arguments = [
             CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
+            *HEADLESS,
             "--hide-scrollbars",
             "--remote-debugging-pipe",
             f"--user-data-dir={profile}",

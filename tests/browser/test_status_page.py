@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import reverb_py as reverb
-from tests.browser.chromium import CHROMIUM, Chromium
+from tests.browser.chromium import CHROMIUM, HEADLESS, Chromium
 from tests.browser.stalled import WARMUP_ITEMS, stalled_server
 
 
@@ -21,14 +21,7 @@ def render(url: str, tmp_path) -> str:
     out = subprocess.run(
         [
             CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
+            *HEADLESS,
             f"--user-data-dir={tmp_path / 'profile'}",
             "--virtual-time-budget=5000",
             "--dump-dom",
