@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import urllib.error
 import urllib.request
 
@@ -39,6 +40,22 @@ def get(server, path: str) -> tuple[int, str, bytes]:
         return r.status, r.headers["Content-Type"], r.read()
 
 
+def status_once_the_sample_stream_ended(server) -> dict:
+    """The status once the server has finished the client's sample stream.
+
+    The client has its samples before the server's handler returns and records the
+    stream's duration, so the page is read again until it shows the ended stream
+    (10 s at most).
+    """
+    pause = threading.Event()
+    for _ in range(1000):
+        status = json.loads(get(server, "/status.json")[2])
+        if status["rpc"].get("SampleStream", {}).get("duration_seconds_count"):
+            return status
+        pause.wait(0.01)
+    raise AssertionError(f"the sample stream never ended: {status['rpc']}")
+
+
 def test_status_json_follows_the_tables(server) -> None:
     client = reverb.Client(f"localhost:{server.port}")
     for step in range(3):
@@ -73,8 +90,7 @@ def test_status_json_has_the_server_the_calls_and_the_rate_limiters(server) -> N
     client = reverb.Client(f"localhost:{server.port}")
     client.insert(np.float32(1), {"replay": 1.0})
     list(client.sample("replay", 2))
-    _, _, body = get(server, "/status.json")
-    status = json.loads(body)
+    status = status_once_the_sample_stream_ended(server)
     assert status["server"]["build_info"] == {
         "version": reverb.__version__,
         "implementation": reverb._impl.IMPLEMENTATION,
