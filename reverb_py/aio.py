@@ -411,15 +411,17 @@ class Client:
             await writer.close()
 
     async def trajectory_writer(
-        self, num_keep_alive_refs: int, *, validate_items: bool = True
+        self,
+        num_keep_alive_refs: int,
+        *,
+        validate_items: bool = True,
+        get_signature_timeout_ms: int | None = -1,
     ) -> AsyncTrajectoryWriter:
-        """A new :class:`reverb_py.trajectory_writer.AsyncTrajectoryWriter`.
-
-        With ``validate_items`` the server's tables and signatures are fetched first
-        (waiting for the server) and every item is checked against them.
-        """
+        """A new :class:`reverb_py.trajectory_writer.AsyncTrajectoryWriter`; the
+        arguments and errors of :meth:`reverb_py.Client.trajectory_writer`."""
         factory.check_num_keep_alive_refs(num_keep_alive_refs)
-        signatures = await self._flat_signatures() if validate_items else None
+        wait = factory.signature_wait(validate_items, get_signature_timeout_ms)
+        signatures = None if wait is None else await self._flat_signatures(wait)
         return factory.new_writer(
             self.channel,
             asyncio.get_running_loop(),
@@ -459,12 +461,15 @@ class Client:
             pool = self._insert_pool = InsertStreamPool(self.channel, loop)
         return pool.member
 
-    async def _flat_signatures(self) -> dict[str, list[tuple[str, TensorSpec]] | None]:
+    async def _flat_signatures(
+        self, timeout: float | None = None
+    ) -> dict[str, list[tuple[str, TensorSpec]] | None]:
         """The tables' flattened ``(name, spec)`` signatures (None: no signature), from
-        the first ``ServerInfo`` answer (asked for here when there was none yet)."""
+        the first ``ServerInfo`` answer (asked for here when there was none yet, waiting
+        ``timeout`` seconds; None or 0: as long as it takes)."""
         if self._flat_signature_cache is None:
             if self._signatures is None:
-                source, _ = await self.server_info_with_source()
+                source, _ = await self.server_info_with_source(timeout)
                 await self._reach_every_server(source)
             assert self._signatures is not None
             self._flat_signature_cache = {

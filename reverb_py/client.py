@@ -336,15 +336,31 @@ class Client:
     # ------------------------------------------------------------ writers
 
     def trajectory_writer(
-        self, num_keep_alive_refs: int, *, validate_items: bool = True
+        self,
+        num_keep_alive_refs: int,
+        *,
+        validate_items: bool = True,
+        get_signature_timeout_ms: int | None = -1,
     ) -> TrajectoryWriter:
         """A new :class:`reverb_py.TrajectoryWriter` streaming to this server.
 
         With ``validate_items`` the server's tables and signatures are fetched first
         (waiting for the server) and every item is checked against them.
+
+        Args:
+          num_keep_alive_refs: the most steps an item may span.
+          validate_items: check every item against the tables' signatures.
+          get_signature_timeout_ms: as in Reverb's later releases: wait at most this
+            long for the signatures (a negative value, the default: as long as the
+            server takes); None: do not fetch them (no checks).
+
+        Raises:
+          DeadlineExceededError: the signatures did not come within
+            ``get_signature_timeout_ms``.
         """
         factory.check_num_keep_alive_refs(num_keep_alive_refs)
-        signatures = self._run(self._client._flat_signatures()) if validate_items else None
+        wait = factory.signature_wait(validate_items, get_signature_timeout_ms)
+        signatures = None if wait is None else self._run(self._client._flat_signatures(wait))
         return factory.new_writer(
             self._channel_on_loop,
             self._loop_thread.loop,

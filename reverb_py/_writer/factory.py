@@ -33,6 +33,20 @@ def check_num_keep_alive_refs(num_keep_alive_refs: int) -> None:
         )
 
 
+def signature_wait(validate_items: bool, get_signature_timeout_ms: int | None) -> float | None:
+    """How the writer fetches the tables' signatures: None, not at all; 0, waiting as long
+    as the server takes; else at most this many seconds.
+
+    ``get_signature_timeout_ms`` is the argument of Reverb's later releases: None fetches
+    nothing, a negative value (the default) waits as long as it takes.
+    """
+    if not validate_items or get_signature_timeout_ms is None:
+        return None
+    if get_signature_timeout_ms < 0:
+        return 0.0
+    return max(get_signature_timeout_ms, 1) / 1000
+
+
 def new_writer(
     channel_getter: Callable[[], grpc.aio.Channel],
     loop: asyncio.AbstractEventLoop,

@@ -164,3 +164,48 @@ def test_console_script_is_installed() -> None:
 
     scripts = {entry.name: entry.value for entry in metadata.entry_points(group="console_scripts")}
     assert scripts.get("reverb-py-server") == "reverb_py.server._daemon:main"
+
+
+async def test_get_signature_timeout_ms_bounds_the_wait_for_a_server_that_is_not_there() -> None:
+    # Reverb's later releases: `trajectory_writer(n, get_signature_timeout_ms=...)`.
+    address = f"localhost:{free_port()}"
+    client = reverb.Client(address)
+    with pytest.raises(reverb.errors.DeadlineExceededError):
+        client.trajectory_writer(2, get_signature_timeout_ms=100)
+    async_client = reverb.aio.Client(address)
+    try:
+        with pytest.raises(reverb.errors.DeadlineExceededError):
+            await async_client.trajectory_writer(2, get_signature_timeout_ms=100)
+        # None: no signatures are fetched, so nothing waits for the server.
+        writer = await async_client.trajectory_writer(2, get_signature_timeout_ms=None)
+        await writer.close()
+    finally:
+        await async_client.close()
+    client.trajectory_writer(2, get_signature_timeout_ms=None).close()
+
+
+async def test_get_signature_timeout_ms_fetches_the_signatures_that_check_items() -> None:
+    signature = {"v": reverb.TensorSpec((), np.int64)}
+    with reverb.Server([uniform_table(signature=signature)]) as server:
+        client = server.localhost_client()
+        with client.trajectory_writer(2, get_signature_timeout_ms=300_000) as writer:
+            writer.append({"v": np.int32(1)})
+            with pytest.raises(ValueError, match="signature"):
+                writer.create_item("t", 1.0, {"v": writer.history["v"][-1]})
+        async_client = reverb.aio.Client(f"localhost:{server.port}")
+        try:
+            writer = await async_client.trajectory_writer(2, get_signature_timeout_ms=300_000)
+            writer.append({"v": np.int32(1)})
+            with pytest.raises(ValueError, match="signature"):
+                writer.create_item("t", 1.0, {"v": writer.history["v"][-1]})
+            await writer.close()
+        finally:
+            await async_client.close()
+        assert server.tables[0].info.current_size == 0
+        # Without signatures nothing is checked on the client (nor, as in Reverb, by the
+        # server): the item is stored.
+        with client.trajectory_writer(2, get_signature_timeout_ms=None) as writer:
+            writer.append({"v": np.int32(1)})
+            writer.create_item("t", 1.0, {"v": writer.history["v"][-1]})
+            writer.flush(timeout_ms=30_000)
+        assert server.tables[0].info.current_size == 1
