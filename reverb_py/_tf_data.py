@@ -16,6 +16,10 @@ sampler stacks them, with no ``unbatch`` and re-``batch`` in between.
 
 from __future__ import annotations
 
+import atexit
+import threading
+import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
@@ -28,6 +32,8 @@ except ImportError as _error:
         "reverb_py.TrajectoryDataset and TimestepDataset need TensorFlow: "
         "pip install 'reverb_py[tf]'"
     ) from _error
+
+from tensorflow.python.ops import gen_experimental_dataset_ops
 
 from reverb_py import data
 from reverb_py._client import datasets
@@ -73,6 +79,118 @@ def _tf_dtype(dtype: np.dtype[Any]) -> Any:
 
 def _tf_shape(shape: Any) -> Any:
     return tf.TensorShape(None if shape is None else list(shape))
+
+
+class _Exit:
+    """Ends the passes over reverb_py datasets when the interpreter exits.
+
+    TensorFlow runs ``from_generator``'s Python on its own threads, and destroys a
+    pipeline's iterators while the interpreter finalizes, waiting for those threads: a
+    thread then in (or entering) a pass would wait for the interpreter for good. So,
+    before that (at exit, before the servers stop), every sampler of a pass is closed
+    (its pass ends at its next pull), a pass that starts later ends at once, and the
+    exit waits until no TensorFlow thread is in a pass (10 s at most), then until
+    TensorFlow has released every pass (1 s more at most: a pass nothing pulls stays).
+    """
+
+    _WAIT_S = 10.0
+    _RELEASE_WAIT_S = 1.0
+
+    def __init__(self) -> None:
+        self._state = threading.Condition()
+        self._samplers: weakref.WeakSet[datasets.Sampler] = weakref.WeakSet()
+        self._running = 0  # Calls into passes now.
+        self._open = 0  # Passes not yet released.
+        self._exiting = False
+        atexit.register(self._end)
+
+    def start(self) -> bool:
+        """Whether a new pass may start (False once the interpreter exits)."""
+        with self._state:
+            return not self._exiting
+
+    def add(self, sampler: datasets.Sampler) -> None:
+        with self._state:
+            exiting = self._exiting
+            self._samplers.add(sampler)
+        if exiting:
+            sampler.close(wait=False)
+
+    def count(self, running: int = 0, opened: int = 0) -> None:
+        with self._state:
+            self._running += running
+            self._open += opened
+            if self._running == 0 or self._open == 0:
+                self._state.notify_all()
+
+    def _end(self) -> None:
+        with self._state:
+            self._exiting = True
+            samplers = list(self._samplers)
+        for sampler in samplers:
+            sampler.close(wait=False)
+        deadline = time.monotonic() + self._WAIT_S
+        with self._state:
+            if self._state.wait_for(lambda: self._running == 0, deadline - time.monotonic()):
+                deadline = min(deadline, time.monotonic() + self._RELEASE_WAIT_S)
+                self._state.wait_for(
+                    lambda: self._open == 0 and self._running == 0,
+                    deadline - time.monotonic(),
+                )
+
+
+_exit = _Exit()
+
+
+class _Pass:
+    """One pass of ``from_generator`` over a dataset, counted by :class:`_Exit`."""
+
+    __slots__ = ("_generator",)
+
+    def __init__(self, generator: Iterator[Any]) -> None:
+        self._generator = generator
+        _exit.count(opened=1)
+
+    def __iter__(self) -> _Pass:
+        return self
+
+    def __next__(self) -> Any:
+        # The frame holds no `self`: TensorFlow may keep the traceback of what is raised
+        # here (StopIteration too), which must not keep the pass from being released.
+        generator = self._generator
+        del self
+        _exit.count(running=1)
+        try:
+            return next(generator)
+        finally:
+            _exit.count(running=-1)
+
+    def __del__(self) -> None:
+        _exit.count(opened=-1)
+
+
+class _OwnThreadDataset(tf.data.Dataset):  # type: ignore[misc]
+    """``input_dataset`` computed on a thread pool of one thread of its own."""
+
+    def __init__(self, input_dataset: Any) -> None:
+        self._input = input_dataset
+        variant = gen_experimental_dataset_ops.private_thread_pool_dataset(
+            input_dataset._variant_tensor,
+            num_threads=1,
+            **input_dataset._flat_structure,
+        )
+        super().__init__(variant)
+
+    def _inputs(self) -> list[Any]:
+        return [self._input]
+
+    @property
+    def element_spec(self) -> Any:
+        return self._input.element_spec
+
+
+def _on_own_thread(dataset: Any) -> Any:
+    return _OwnThreadDataset(dataset)
 
 
 class _ReverbDataset(tf.data.Dataset):  # type: ignore[misc]
@@ -130,10 +248,14 @@ class _ReverbDataset(tf.data.Dataset):  # type: ignore[misc]
         dataset = tf.data.Dataset.from_generator(self._blocks, output_signature=blocks)
         if batch is None:
             self._element_spec = sample_spec
-            self._dataset = dataset.unbatch()
+            dataset = dataset.unbatch()
         else:
             self._element_spec = blocks
-            self._dataset = dataset
+        # The generator runs on a thread of its own, not on TensorFlow's inter-op pool (as
+        # many threads as cores): waiting there for samples, the generators of several
+        # datasets (an interleave) could hold every thread, and the one whose samples
+        # had come would never run.
+        self._dataset = _on_own_thread(dataset)
         super().__init__(self._dataset._variant_tensor)
 
     def batch(
@@ -222,6 +344,12 @@ class _ReverbDataset(tf.data.Dataset):  # type: ignore[misc]
 
     @_plain
     def _blocks(self) -> Iterator[Any]:
+        """The iterator ``from_generator`` reads, one per pass over the dataset."""
+        return _Pass(self._generate())
+
+    def _generate(self) -> Iterator[Any]:
+        if not _exit.start():
+            return
         data.validate_against_table(
             self._server_address, self._table, self._specs, credentials=self._credential_args
         )
@@ -233,6 +361,7 @@ class _ReverbDataset(tf.data.Dataset):  # type: ignore[misc]
             credentials=self._credentials,
             batch=None if self._timesteps else (BLOCK if self._batch is None else self._batch[0]),
         )
+        _exit.add(sampler)
         shape = datasets.timesteps if self._timesteps else datasets.trajectories
         try:
             if self._batch is None:

@@ -246,3 +246,56 @@ def test_tf_client_in_a_tf_function(address: str) -> None:
     reverb.Client(address).reset("empty")
     with pytest.raises(ValueError, match="tables must be a string tensor of rank 1"):
         client.insert([tf.constant(1.0)], tf.constant("empty"), tf.constant([1.0], tf.float64))
+
+
+#: TF-Agents' `as_dataset(sample_batch_size=3, num_parallel_calls=3)` draining a table
+#: of 3 items each sampled 10 times, on a TensorFlow whose inter-op pool has one thread:
+#: datasets that wait for samples that will never come must not keep the one holding
+#: the last samples from running. The program then ends with its pipeline (and the
+#: in-process server) alive.
+_DRAIN = """
+import numpy as np
+import tensorflow as tf
+tf.config.threading.set_inter_op_parallelism_threads(1)
+import reverb_py as reverb
+
+table = reverb.Table("t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 3,
+                     reverb.rate_limiters.MinSize(1), max_times_sampled=10)
+server = reverb.Server([table], port=0)
+address = f"localhost:{server.port}"
+with reverb.Client(address).trajectory_writer(1) as writer:
+    for value in range(3):
+        writer.append(np.int64(value))
+        writer.create_item("t", 1.0, writer.history[-1:])
+
+pipeline = tf.data.Dataset.range(3).interleave(
+    lambda _: reverb.TrajectoryDataset(address, "t", tf.int64, [1], 1, 1),
+    cycle_length=3, num_parallel_calls=3, deterministic=False,
+).batch(3, drop_remainder=True)
+counts = [0, 0, 0]
+batches = iter(pipeline)
+for _ in range(10):
+    for value in next(batches).data.numpy().ravel():
+        counts[value] += 1
+print("counts", counts)
+"""
+
+
+def test_datasets_waiting_for_good_do_not_hold_back_the_last_samples() -> None:
+    result = _run_program(_DRAIN)
+    assert result.returncode == 0, result.stderr
+    assert "counts [10, 10, 10]" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def _run_program(code: str, limit: float = 120) -> subprocess.CompletedProcess[str]:
+    """Runs ``code`` in a new interpreter; fails the test if it has not ended by itself
+    within ``limit`` seconds."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=limit
+        )
+    except subprocess.TimeoutExpired as expired:
+        raise AssertionError(
+            f"the program did not end within {limit} s: {expired.stdout!r} {expired.stderr!r}"
+        ) from None
