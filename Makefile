@@ -250,9 +250,7 @@ test-adoption: $(VENV)/.installed
 	REVERB_PY_ADOPTION_TESTS=1 $(ADOPTION_PY) -m pytest tests/adoption -m adoption \
 		-p no:cacheprovider $(PYTEST_ARGS)
 
-# TF-Agents' and Acme's own Reverb tests in the environment test-adoption made. Not yet in
-# CI: two of TF-Agents' dataset tests (reverb_utils_test's *_table_max_sample) still hang
-# now and then on reverb_py, and the process has crashed after the last test.
+# TF-Agents' and Acme's own Reverb tests in the environment test-adoption made (in CI).
 test-adoption-upstream: test-adoption
 	REVERB_PY_AS_REVERB=1 $(ADOPTION_PY) tests/adoption/upstream/run.py \
 		--junit build/adoption/upstream.xml --expect $(ADOPTION_LIST)
