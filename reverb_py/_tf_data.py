@@ -189,10 +189,6 @@ class _OwnThreadDataset(tf.data.Dataset):  # type: ignore[misc]
         return self._input.element_spec
 
 
-def _on_own_thread(dataset: Any) -> Any:
-    return _OwnThreadDataset(dataset)
-
-
 class _ReverbDataset(tf.data.Dataset):  # type: ignore[misc]
     _timesteps = False
 
@@ -255,7 +251,7 @@ class _ReverbDataset(tf.data.Dataset):  # type: ignore[misc]
         # many threads as cores): waiting there for samples, the generators of several
         # datasets (an interleave) could hold every thread, and the one whose samples
         # had come would never run.
-        self._dataset = _on_own_thread(dataset)
+        self._dataset = _OwnThreadDataset(dataset)
         super().__init__(self._dataset._variant_tensor)
 
     def batch(
