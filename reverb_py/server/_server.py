@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import atexit
 import errno
 import ipaddress
 import logging
@@ -12,7 +11,6 @@ import socket
 import sys
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -50,16 +48,6 @@ _HANDLER_DRAIN_S = 1.0
 _SCRAPE_TIMEOUT_S = 10.0
 
 T = TypeVar("T")
-
-# Servers still serving. They are stopped when the interpreter exits (before it freezes
-# the loop threads), so a script that never calls stop() still exits.
-_serving: weakref.WeakSet[Server] = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_servers_at_exit() -> None:
-    for server in list(_serving):
-        server.stop()
 
 
 def _check_port(port: object) -> int:
@@ -345,7 +333,6 @@ class Server:
             finally:
                 self._loop_thread.stop()
             raise
-        _serving.add(self)
         warning = _auth.exposure_warning(
             host,
             self._port,
@@ -531,7 +518,6 @@ class Server:
         with self._stop_lock:
             if self._stopped.is_set():
                 return
-            _serving.discard(self)
             try:
                 if self._metrics_http is not None:
                     self._metrics_http.stop()
@@ -591,8 +577,10 @@ class Server:
         self.stop()
 
     def __del__(self) -> None:
-        # During interpreter shutdown the loop thread may be frozen already; waiting for
-        # it would never end. The atexit hook stopped every serving server before that.
+        # A server still serving when the interpreter exits serves until the process
+        # ends, as Reverb's does: threads of the program may still be calling it (they
+        # are frozen with it), and its loop thread (a daemon) may be frozen already, so
+        # waiting for it here would never end.
         if sys.is_finalizing():
             return
         if hasattr(self, "_stopped") and not self._stopped.is_set():
