@@ -43,7 +43,7 @@ FRAMEWORKS_VENV ?= .venv-frameworks
 FRAMEWORKS_PY := $(FRAMEWORKS_VENV)/bin/python
 FRAMEWORKS ?= tensorflow==2.21.0 torch==2.13.0 tensordict==0.15.3 jax==0.10.2 jaxlib==0.10.2
 
-.PHONY: test lint typecheck test-debug test-packaging test-frameworks test-ray test-oldest test-beside-reverb test-beside-tf-agents test-adoption test-adoption-upstream adoption-dm-list test-pythons \
+.PHONY: test lint typecheck test-debug test-packaging test-frameworks test-exit test-ray test-oldest test-beside-reverb test-beside-tf-agents test-adoption test-adoption-upstream adoption-dm-list test-pythons \
 	fuzz soak run build debug protos bench interop docs clean
 
 # An editable install leaves out reverb_py-as-reverb.pth (BuildPy in setup.py puts it in
@@ -103,6 +103,13 @@ $(FRAMEWORKS_VENV)/.installed: pyproject.toml setup.py
 test-frameworks: build $(FRAMEWORKS_VENV)/.installed
 	REVERB_PY_FRAMEWORKS_TESTS=1 REVERB_PY_REQUIRE_SPEEDUPS=1 $(FRAMEWORKS_PY) -m pytest tests/frameworks tests/docs/test_readme_and_examples.py -m frameworks -p no:cacheprovider $(PYTEST_ARGS)
 	REVERB_PY_FRAMEWORKS_TESTS=1 REVERB_PY_NO_EXTENSIONS=1 $(FRAMEWORKS_PY) -m pytest tests/frameworks tests/docs/test_readme_and_examples.py -m frameworks -p no:cacheprovider $(PYTEST_ARGS)
+
+# A program whose tf.data pipeline still reads reverb_py datasets (and an in-process
+# server) when it ends, run 50 times: every run must end by itself, logging nothing.
+test-exit: build $(FRAMEWORKS_VENV)/.installed
+	REVERB_PY_EXIT_RUNS=50 REVERB_PY_FRAMEWORKS_TESTS=1 REVERB_PY_REQUIRE_SPEEDUPS=1 \
+		$(FRAMEWORKS_PY) -m pytest tests/frameworks/test_exit.py -m frameworks \
+		-p no:cacheprovider $(PYTEST_ARGS)
 
 # Ray, an optional extra of reverb_py (`reverb_py.ray`), in its own environment; the
 # compiled modules built in place by `build` serve it too (same Python).
