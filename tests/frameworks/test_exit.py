@@ -48,6 +48,8 @@ def _run(index: int) -> tuple[int, str]:
     return index, ""
 
 
+# Each run ends within LIMIT_S (or counts as a failure): the whole test is bounded by that.
+@pytest.mark.timeout(RUNS * LIMIT_S)
 def test_a_program_ends_by_itself_while_its_pipeline_reads() -> None:
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         results = list(pool.map(_run, range(RUNS)))
