@@ -52,9 +52,6 @@ __all__ = [
 BLOCK = 256
 """Most samples (timesteps: items) handed to TensorFlow in one block."""
 
-_IDLE_S = 0.05
-"""How long a pass waits for samples before it hands TensorFlow an empty block."""
-
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -76,20 +73,6 @@ def _text(value: Any, what: str) -> str:
     raise TypeError(f"{what} must be a string (or an eager string tensor), got {value!r}")
 
 
-def _string_argument(value: Any, what: str) -> Any:
-    """``value`` as a scalar string tensor (a str, or a tensor: eager or in a graph,
-    whose value is read when an iterator starts, as Reverb's datasets read theirs)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bytes):
-        return value.decode()
-    if isinstance(value, tf.Tensor) and value.dtype == tf.string:
-        if value.shape.rank not in (None, 0):
-            raise ValueError(f"{what} must be a scalar string, got a tensor of shape {value.shape}")
-        return value
-    raise TypeError(f"{what} must be a string or a string tensor, got {value!r}")
-
-
 def _tf_dtype(dtype: np.dtype[Any]) -> Any:
     return tf.string if dtype.kind == "O" else tf.as_dtype(dtype)
 
@@ -104,12 +87,11 @@ class _Exit:
     TensorFlow runs ``from_generator``'s Python on its own threads, and destroys a
     pipeline's iterators while the interpreter finalizes, waiting for those threads: a
     thread then in (or entering) a pass would wait for the interpreter for good. So,
-    before that (at exit), every sampler of a pass is closed (its pass sees the end of
-    its data at its next pull, at most ``_IDLE_S`` later), a pass that starts later ends
-    at once, and the exit waits until no TensorFlow thread is in a pass (10 s at most),
-    then until TensorFlow has released every pass (1 s more at most: a pass nothing
-    pulls stays). Servers are not stopped: what else of the program still calls them
-    ends with the process.
+    before that (at exit), every sampler of a pass is closed (its pass ends at its next
+    pull), a pass that starts later ends at once, and the exit waits until no
+    TensorFlow thread is in a pass (10 s at most), then until TensorFlow has released
+    every pass (1 s more at most: a pass nothing pulls stays). Servers are not stopped:
+    what else of the program still calls them ends with the process.
     """
 
     _WAIT_S = 10.0
@@ -208,10 +190,7 @@ class _OwnThreadDataset(tf.data.Dataset):  # type: ignore[misc]
         return self._input.element_spec
 
 
-class _ReverbDataset(tf.compat.v1.data.Dataset):  # type: ignore[misc]
-    """Reverb's datasets are TF1-compatible datasets, as Reverb's are: in graphs they
-    have ``make_initializable_iterator`` and ``make_one_shot_iterator``."""
-
+class _ReverbDataset(tf.data.Dataset):  # type: ignore[misc]
     _timesteps = False
 
     @_plain
@@ -243,8 +222,8 @@ class _ReverbDataset(tf.compat.v1.data.Dataset):  # type: ignore[misc]
             rate_limiter_timeout_ms,
             max_samples,
         )
-        self._server_address = _string_argument(server_address, "server_address")
-        self._table = _string_argument(table, "table")
+        self._server_address = _text(server_address, "server_address")
+        self._table = _text(table, "table")
         self._options = options
         self._specs = specs
         self._structure = data.lists_to_tuples(dtypes)
@@ -258,44 +237,23 @@ class _ReverbDataset(tf.compat.v1.data.Dataset):  # type: ignore[misc]
         leaves = [tf.TensorSpec(_tf_shape(shape), _tf_dtype(dtype)) for dtype, shape in self._specs]
         info = SampleInfo(*(tf.TensorSpec([], tf.as_dtype(dtype)) for dtype in SampleInfo.dtypes()))
         sample_spec = ReplaySample(info, nest.unflatten_as(self._structure, leaves))
-
-        def leading(size: int | None) -> Any:
-            return tf.nest.map_structure(
-                lambda spec: tf.TensorSpec(
-                    tf.TensorShape([size]).concatenate(spec.shape), spec.dtype
-                ),
-                sample_spec,
-            )
-
-        dataset = tf.data.Dataset.from_generator(
-            self._blocks, output_signature=leading(None), args=(self._server_address, self._table)
+        size = None if batch is None or not batch[1] else batch[0]
+        blocks = tf.nest.map_structure(
+            lambda spec: tf.TensorSpec(tf.TensorShape([size]).concatenate(spec.shape), spec.dtype),
+            sample_spec,
         )
+        dataset = tf.data.Dataset.from_generator(self._blocks, output_signature=blocks)
         if batch is None:
             self._element_spec = sample_spec
             dataset = dataset.unbatch()
         else:
-            # Empty blocks (nothing came for a while) are no batches.
-            dataset = dataset.filter(lambda sample: tf.shape(sample.info.key)[0] > 0)
-            if batch[1]:
-                size = batch[0]
-                dataset = dataset.map(
-                    lambda sample: tf.nest.map_structure(
-                        lambda tensor: tf.ensure_shape(
-                            tensor, tf.TensorShape([size]).concatenate(tensor.shape[1:])
-                        ),
-                        sample,
-                    )
-                )
-            self._element_spec = dataset.element_spec
+            self._element_spec = blocks
         # The generator runs on a thread of its own, not on TensorFlow's inter-op pool (as
         # many threads as cores): waiting there for samples, the generators of several
         # datasets (an interleave) could hold every thread, and the one whose samples
         # had come would never run.
         self._dataset = _OwnThreadDataset(dataset)
-        super().__init__()
-
-    def _as_variant_tensor(self) -> Any:
-        return self._dataset._variant_tensor
+        super().__init__(self._dataset._variant_tensor)
 
     def batch(
         self,
@@ -382,17 +340,19 @@ class _ReverbDataset(tf.compat.v1.data.Dataset):  # type: ignore[misc]
         )
 
     @_plain
-    def _blocks(self, address: bytes, table: bytes) -> Iterator[Any]:
+    def _blocks(self) -> Iterator[Any]:
         """The iterator ``from_generator`` reads, one per pass over the dataset."""
-        return _Pass(self._generate(address.decode(), table.decode()))
+        return _Pass(self._generate())
 
-    def _generate(self, address: str, table: str) -> Iterator[Any]:
+    def _generate(self) -> Iterator[Any]:
         if not _exit.start():
             return
-        data.validate_against_table(address, table, self._specs, credentials=self._credential_args)
+        data.validate_against_table(
+            self._server_address, self._table, self._specs, credentials=self._credential_args
+        )
         sampler = datasets.Sampler(
-            address,
-            table,
+            self._server_address,
+            self._table,
             self._options,
             copy=False,
             credentials=self._credentials,
@@ -400,46 +360,25 @@ class _ReverbDataset(tf.compat.v1.data.Dataset):  # type: ignore[misc]
         )
         _exit.add(sampler)
         shape = datasets.timesteps if self._timesteps else datasets.trajectories
-        if self._batch is None:
-            blocks = shape(
-                sampler,
-                specs=self._specs,
-                structure=self._structure,
-                batch_size=BLOCK,
-                flexible=True,
-                idle_s=_IDLE_S,
-            )
-        else:
-            blocks = shape(
-                sampler,
-                specs=self._specs,
-                structure=self._structure,
-                batch_size=self._batch[0],
-                drop_remainder=self._batch[1],
-                idle_s=_IDLE_S,
-            )
-        empty = None
         try:
-            for block in blocks:
-                if block is None:
-                    # Nothing came for a while: an empty block hands control back to
-                    # TensorFlow, which ends the pass here if its iterator was
-                    # cancelled (a closed session, a destroyed pipeline).
-                    if empty is None:
-                        empty = self._empty_block()
-                    yield empty
-                else:
-                    yield block
+            if self._batch is None:
+                yield from shape(
+                    sampler,
+                    specs=self._specs,
+                    structure=self._structure,
+                    batch_size=BLOCK,
+                    flexible=True,
+                )
+            else:
+                yield from shape(
+                    sampler,
+                    specs=self._specs,
+                    structure=self._structure,
+                    batch_size=self._batch[0],
+                    drop_remainder=self._batch[1],
+                )
         finally:
             sampler.close()
-
-    def _empty_block(self) -> ReplaySample:
-        info = SampleInfo(*(np.zeros([0], dtype) for dtype in SampleInfo.dtypes()))
-        leaves = [
-            np.zeros([0, *(0 if size is None else size for size in (shape or ()))], dtype)
-            for dtype, shape in self._specs
-        ]
-        return ReplaySample(info, nest.unflatten_as(self._structure, leaves))
 
     def _inputs(self) -> list[Any]:
         return []

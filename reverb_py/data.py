@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Iterator, Sequence
-from typing import Any, cast
+from typing import Any
 
 from reverb_py import errors
 from reverb_py._client import datasets
@@ -331,16 +331,12 @@ class _SampleIterator:
         )
         shape = datasets.timesteps if self._timesteps else datasets.trajectories
         self._sampler = sampler
-        # Without idle_s no None comes.
-        self._samples = cast(
-            Iterator[ReplaySample],
-            shape(
-                sampler,
-                specs=self._specs,
-                structure=self._structure,
-                batch_size=self._batch_size,
-                drop_remainder=self._drop_remainder,
-            ),
+        self._samples = shape(
+            sampler,
+            specs=self._specs,
+            structure=self._structure,
+            batch_size=self._batch_size,
+            drop_remainder=self._drop_remainder,
         )
         # Collected without close(): the streams are cancelled (never waited for).
         weakref.finalize(self, sampler.close, False)

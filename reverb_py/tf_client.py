@@ -1,12 +1,12 @@
 """Reverb's ``TFClient``: sample, insert and priority updates as TensorFlow ops.
 
 Each method returns tensors of ``tf.py_function`` calls into a blocking
-:class:`reverb_py.Client`, so they run eagerly, inside ``tf.function`` (where they are
-stateful ops, kept and ordered by TensorFlow's automatic control dependencies) and in
-``tf.compat.v1`` graphs run by a session, for TensorFlow learners that update priorities
-from their training step. ``sample`` is Reverb's op: a sampler of one sample (on the
-client's channel) whose first time step it returns. Importing this module imports
-TensorFlow; ``reverb_py.TFClient`` resolves here on first use.
+:class:`reverb_py.Client`, so they run eagerly and inside ``tf.function`` (where they
+are stateful ops, kept and ordered by TensorFlow's automatic control dependencies), for
+TensorFlow learners that update priorities from their training step. ``sample`` is
+Reverb's op: a sampler of one sample (on the client's channel) whose first time step it
+returns. Importing this module imports TensorFlow; ``reverb_py.TFClient`` resolves here
+on first use.
 """
 
 from __future__ import annotations
@@ -172,22 +172,15 @@ class TFClient:
     def update_priorities(
         self, table: str, keys: Any, priorities: Any, name: str | None = None
     ) -> Any:
-        """Sets the priorities of the items ``keys`` of ``table`` (unknown keys ignored).
-
-        The op fails with ``tf.errors.InvalidArgumentError`` when ``keys`` and
-        ``priorities`` have different numbers of elements.
-        """
+        """Sets the priorities of the items ``keys`` of ``table`` (unknown keys ignored)."""
 
         def run(table_name: Any, key_values: Any, priority_values: Any) -> None:
-            keys = key_values.numpy().reshape(-1)
-            values = priority_values.numpy().reshape(-1)
-            if keys.shape != values.shape:
-                # A ValueError fails the op with tf.errors.InvalidArgumentError.
-                raise ValueError(
-                    f"keys and priorities must have the same number of elements, got "
-                    f"{keys.size} keys and {values.size} priorities"
+            updates = dict(
+                zip(
+                    (int(key) for key in key_values.numpy().reshape(-1)),
+                    (float(value) for value in priority_values.numpy().reshape(-1)),
                 )
-            updates = dict(zip((int(key) for key in keys), (float(value) for value in values)))
+            )
             self._client.mutate_priorities(_text(table_name), updates=updates)
 
         with tf.name_scope(name or f"{self._name}_update_priorities"):

@@ -28,7 +28,7 @@ import operator
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple, cast, overload
+from typing import Any, NamedTuple, cast
 
 import grpc
 import numpy as np
@@ -293,20 +293,8 @@ class Sampler:
 
     # ------------------------------------------------------------ consumer side
 
-    @overload
-    def take(self, limit: int | None = None, *, needed: int = 1) -> list[Piece]: ...
-
-    @overload
-    def take(
-        self, limit: int | None = None, *, needed: int = 1, wait_s: float
-    ) -> list[Piece] | None: ...
-
-    def take(
-        self, limit: int | None = None, *, needed: int = 1, wait_s: float | None = None
-    ) -> list[Piece] | None:
-        """Up to ``limit`` samples (all that are buffered when None), waiting for one
-        (for ``wait_s`` seconds at most, then None: a caller that must stay responsive,
-        as TensorFlow's iterators, which can only be cancelled between calls).
+    def take(self, limit: int | None = None, *, needed: int = 1) -> list[Piece]:
+        """Up to ``limit`` samples (all that are buffered when None), waiting for one.
 
         While it waits, samples held in blocks being filled (``batch``) are handed on
         as they are once ``needed`` of them have arrived: the samples the consumer
@@ -326,7 +314,6 @@ class Sampler:
         """
         if self._future is None and not self._closed:
             self._start()
-        deadline = None if wait_s is None else time.monotonic() + wait_s
         with self._ready:
             while not self._buffer:
                 if self._error is not None:
@@ -349,14 +336,9 @@ class Sampler:
                         self._loop.call_soon_threadsafe(self._cut_held)
                     except RuntimeError:  # The loop has closed (interpreter exit).
                         pass
-                wait = 1.0
-                if deadline is not None:
-                    wait = min(wait, deadline - time.monotonic())
-                    if wait <= 0:
-                        return None
                 self._waiting += 1
                 try:
-                    self._ready.wait(wait)
+                    self._ready.wait(1.0)
                 finally:
                     self._waiting -= 1
             buffer = self._buffer
@@ -874,8 +856,7 @@ def trajectories(
     batch_size: int | None = None,
     drop_remainder: bool = False,
     flexible: bool = False,
-    idle_s: float | None = None,
-) -> Iterator[ReplaySample | None]:
+) -> Iterator[ReplaySample]:
     """Whole items: one :class:`ReplaySample` per sample, or per ``batch_size`` samples
     (every field stacked along a new leading axis).
 
@@ -888,8 +869,6 @@ def trajectories(
       flexible: with ``batch_size``, yield what is buffered (at most ``batch_size``)
         as one block without waiting for more; samples that cannot be stacked with
         the others of their block come in blocks of one.
-      idle_s: with ``batch_size``, yield None after each ``idle_s`` seconds without a
-        sample (the caller may stop then, as a cancelled TensorFlow iterator does).
 
     Raises:
       InvalidArgumentError: a sample that does not match ``specs``, or batched samples
@@ -898,7 +877,7 @@ def trajectories(
     checker = _Checker(sampler.table, specs)
     pack = _packer(structure)
     if batch_size is not None and flexible:
-        yield from _blocks(sampler, checker, pack, batch_size, idle_s)
+        yield from _blocks(sampler, checker, pack, batch_size)
         return
     if batch_size is None:
         while True:
@@ -911,15 +890,7 @@ def trajectories(
     pending: list[Piece] = []
     filled = 0
     while True:
-        wanted = batch_size - filled
-        if idle_s is None:
-            taken = sampler.take(wanted, needed=wanted)
-        else:
-            polled = sampler.take(wanted, needed=wanted, wait_s=idle_s)
-            if polled is None:
-                yield None
-                continue
-            taken = polled
+        taken = sampler.take(batch_size - filled, needed=batch_size - filled)
         if taken:
             pending.extend(taken)
             filled += sum(_rows(piece) for piece in taken)
@@ -990,17 +961,10 @@ def _combined(
 
 
 def _blocks(
-    sampler: Sampler,
-    checker: _Checker,
-    pack: Callable[[list[Any]], Any],
-    limit: int,
-    idle_s: float | None,
-) -> Iterator[ReplaySample | None]:
+    sampler: Sampler, checker: _Checker, pack: Callable[[list[Any]], Any], limit: int
+) -> Iterator[ReplaySample]:
     while True:
-        block = sampler.take(limit) if idle_s is None else sampler.take(limit, wait_s=idle_s)
-        if block is None:
-            yield None
-            continue
+        block = sampler.take(limit)
         if not block:
             return
         try:
@@ -1039,8 +1003,7 @@ def timesteps(
     batch_size: int | None = None,
     drop_remainder: bool = False,
     flexible: bool = False,
-    idle_s: float | None = None,
-) -> Iterator[ReplaySample | None]:
+) -> Iterator[ReplaySample]:
     """Time steps of the sampled items, in order: one :class:`ReplaySample` per step, or
     per ``batch_size`` steps (which may span items; ``info`` repeats each step's item).
 
@@ -1054,17 +1017,9 @@ def timesteps(
     pack = _packer(structure)
     if batch_size is not None and flexible:
         while True:
-            taken = (
-                sampler.take(batch_size)
-                if idle_s is None
-                else sampler.take(batch_size, wait_s=idle_s)
-            )
-            if taken is None:
-                yield None
-                continue
-            if not taken:
+            block = cast(list[Sample], sampler.take(batch_size))
+            if not block:
                 return
-            block = cast(list[Sample], taken)
             items = []
             for info, columns, squeezed in block:
                 columns = _unsqueezed(squeezed, columns)
@@ -1103,12 +1058,9 @@ def timesteps(
     while True:
         if current is None or offset == steps:
             if not queue and not ended:
-                taken = sampler.take() if idle_s is None else sampler.take(wait_s=idle_s)
-                if taken is None:
-                    yield None
-                    continue
-                if taken:
-                    queue.extend(cast(list[Sample], taken))
+                block = cast(list[Sample], sampler.take())
+                if block:
+                    queue.extend(block)
                 else:
                     ended = True
             if queue:
